@@ -40,6 +40,8 @@ class RopeConfig:
     beta_fast: float = 32.0
     beta_slow: float = 1.0
     attention_factor: float | None = None  # None: 0.1 * ln(factor) + 1 as in the YaRN paper
+    # Per-pair divisors of the inverse frequencies (GGUF `rope_freqs`, llama.cpp's encoding of Llama-3 scaling).
+    freq_factors: tuple[float, ...] | None = None
 
     def __post_init__(self):
         if self.scaling not in ROPE_SCALINGS:
@@ -92,7 +94,10 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
         d = dict(d)
-        rope = RopeConfig(**d.pop("rope", {}))
+        rope = dict(d.pop("rope", {}))
+        if rope.get("freq_factors") is not None:
+            rope["freq_factors"] = tuple(rope["freq_factors"])
+        rope = RopeConfig(**rope)
         if "eos_token_ids" in d:
             d["eos_token_ids"] = tuple(d["eos_token_ids"])
         return cls(rope=rope, **d)

@@ -1,0 +1,142 @@
+"""One decoder for the llama, qwen2 and qwen3 families as Flax NNX modules, used functionally.
+
+Weights keep HF's `[out, in]` layout so checkpoints load without transposes; q/k/v and gate/up are fused into one
+matmul each. The forward takes an explicit cache, the cache slot of every new token and a boolean mask over all cache
+slots, so prefill, single-token decode and tree verification are the same call with different masks.
+"""
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Bool, Float, Int
+
+from jspec.config import ModelConfig
+from jspec.models.cache import KVCache
+from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
+
+_MASKED = -1e30
+
+
+def _param(rngs: nnx.Rngs, shape: tuple[int, ...], dtype, std: float = 0.02) -> nnx.Param:
+    return nnx.Param((jax.random.normal(rngs.params(), shape, jnp.float32) * std).astype(dtype))
+
+
+class RMSNorm(nnx.Module):
+    def __init__(self, dim: int, eps: float, dtype):
+        self.weight = nnx.Param(jnp.ones((dim,), dtype))
+        self.eps = eps
+
+    def __call__(self, x: Float[Array, "... D"]) -> Float[Array, "... D"]:
+        xf = x.astype(jnp.float32)
+        xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
+        return self.weight[...] * xf.astype(x.dtype)  # same rounding order as HF
+
+
+def attend(
+    q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v: Float[Array, "B S K D"], mask: Bool[Array, "B T S"]
+) -> Float[Array, "B T H D"]:
+    """Reference GQA attention of T queries over S cache slots under an arbitrary boolean mask."""
+    b, t, h, d = q.shape
+    kv_heads = k.shape[2]
+    qg = q.reshape(b, t, kv_heads, h // kv_heads, d)
+    scores = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * (d**-0.5)
+    scores = jnp.where(mask[:, None, None, :, :], scores, _MASKED)
+    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
+    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
+    return out.reshape(b, t, h, d)
+
+
+class Attention(nnx.Module):
+    def __init__(self, cfg: ModelConfig, dtype, rngs: nnx.Rngs):
+        self.cfg = cfg
+        d = cfg.hidden_size
+        self.qkv = _param(rngs, (cfg.q_size + 2 * cfg.kv_size, d), dtype)
+        self.qkv_bias = nnx.Param(jnp.zeros((cfg.q_size + 2 * cfg.kv_size,), dtype)) if cfg.attention_bias else None
+        self.o = _param(rngs, (d, cfg.q_size), dtype)
+        self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
+        self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
+
+    def __call__(self, x, cos, sin, k_cache, v_cache, write_rows, write_slots, mask):
+        cfg = self.cfg
+        b, t, _ = x.shape
+        qkv = jnp.einsum("btd,fd->btf", x, self.qkv[...])
+        if self.qkv_bias is not None:
+            qkv = qkv + self.qkv_bias[...]
+        q, k, v = jnp.split(qkv, [cfg.q_size, cfg.q_size + cfg.kv_size], axis=-1)
+        q = q.reshape(b, t, cfg.num_heads, cfg.head_dim)
+        k = k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
+        if self.q_norm is not None:
+            q, k = self.q_norm(q), self.k_norm(k)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        # Slots past the cache end (padding, overflow) are dropped rather than clamped onto real entries.
+        k_cache = k_cache.at[write_rows, write_slots].set(k.astype(k_cache.dtype), mode="drop")
+        v_cache = v_cache.at[write_rows, write_slots].set(v.astype(v_cache.dtype), mode="drop")
+        out = attend(q, k_cache.astype(q.dtype), v_cache.astype(q.dtype), mask)
+        return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_cache, v_cache
+
+
+class MLP(nnx.Module):
+    def __init__(self, cfg: ModelConfig, dtype, rngs: nnx.Rngs):
+        self.gate_up = _param(rngs, (2 * cfg.intermediate_size, cfg.hidden_size), dtype)
+        self.down = _param(rngs, (cfg.hidden_size, cfg.intermediate_size), dtype)
+
+    def __call__(self, x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
+        gate, up = jnp.split(jnp.einsum("btd,fd->btf", x, self.gate_up[...]), 2, axis=-1)
+        return jnp.einsum("btf,df->btd", jax.nn.silu(gate) * up, self.down[...])
+
+
+class DecoderLayer(nnx.Module):
+    def __init__(self, cfg: ModelConfig, dtype, rngs: nnx.Rngs):
+        self.input_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
+        self.attn = Attention(cfg, dtype, rngs)
+        self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
+        self.mlp = MLP(cfg, dtype, rngs)
+
+    def __call__(self, x, cos, sin, k_cache, v_cache, write_rows, write_slots, mask):
+        h, k_cache, v_cache = self.attn(self.input_norm(x), cos, sin, k_cache, v_cache, write_rows, write_slots, mask)
+        x = x + h
+        return x + self.mlp(self.post_attn_norm(x)), k_cache, v_cache
+
+
+class Decoder(nnx.Module):
+    """Target decoder. `__call__` returns final-normed hidden states; `logits` applies the LM head."""
+
+    def __init__(self, cfg: ModelConfig, *, dtype=jnp.bfloat16, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.embed = _param(rngs, (cfg.vocab_size, cfg.hidden_size), dtype)
+        self.layers = nnx.List([DecoderLayer(cfg, dtype, rngs) for _ in range(cfg.num_layers)])
+        self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
+        self.lm_head = None if cfg.tie_embeddings else _param(rngs, (cfg.vocab_size, cfg.hidden_size), dtype)
+        inv_freq, scale = inverse_frequencies(cfg.rope, cfg.head_dim)
+        self.inv_freq, self.rope_scale = tuple(inv_freq.tolist()), scale  # static (hashable) attributes
+
+    def __call__(
+        self,
+        tokens: Int[Array, "B T"],
+        positions: Int[Array, "B T"],
+        cache: KVCache,
+        write_slots: Int[Array, "B T"],
+        mask: Bool[Array, "B T S"],
+        taps: tuple[int, ...] = (),
+    ) -> tuple[Float[Array, "B T D"], KVCache, tuple[Float[Array, "B T D"], ...]]:
+        """Runs the new tokens, writing their K/V at `write_slots` (>= cache.max_len: not written).
+
+        `mask[b, t, s]`: may token t of row b attend to cache slot s (after this call's writes).
+        `taps`: indices of decoder layers whose output hidden states are returned (EAGLE-3 / DFlash features).
+        """
+        x = jnp.take(self.embed[...], tokens, axis=0)
+        cos, sin = rope_tables(positions, jnp.asarray(self.inv_freq, jnp.float32), self.rope_scale)
+        rows = jnp.broadcast_to(jnp.arange(tokens.shape[0])[:, None], tokens.shape)
+        k_all, v_all = cache.k, cache.v
+        tapped = {}
+        for i, layer in enumerate(self.layers):
+            x, k_i, v_i = layer(x, cos, sin, k_all[i], v_all[i], rows, write_slots, mask)
+            k_all, v_all = k_all.at[i].set(k_i), v_all.at[i].set(v_i)
+            if i in taps:
+                tapped[i] = x
+        return self.norm(x), KVCache(k=k_all, v=v_all, lengths=cache.lengths), tuple(tapped[i] for i in taps)
+
+    def logits(self, hidden: Float[Array, "... D"]) -> Float[Array, "... V"]:
+        head = self.embed if self.lm_head is None else self.lm_head
+        return jnp.einsum("...d,vd->...v", hidden, head[...]).astype(jnp.float32)
