@@ -151,14 +151,21 @@ class Tokenizer:
         except Exception as exc:  # jinja2 TemplateError, or an error raised by the template itself
             raise UserError(f"chat template failed to render: {exc}") from exc
 
+    def encode_chat(
+        self, messages: list[dict[str, Any]], add_generation_prompt: bool = True, **kwargs: Any
+    ) -> list[int]:
+        """Token ids of a rendered conversation; BOS is added (if the model wants one) only when the template
+        did not already write it."""
+        rendered = self.apply_chat_template(messages, add_generation_prompt=add_generation_prompt, **kwargs)
+        bos = self.bos_token
+        add_bos = self.add_bos and not (bos is not None and rendered.startswith(bos))
+        return self.encode(rendered, add_bos=add_bos)
+
     def render_prompt(self, text: str, chat: bool) -> list[int]:
         """Token ids for a single user prompt: through the chat template when `chat` and one exists."""
         if not (chat and self.chat_template is not None):
             return self.encode(text)
-        rendered = self.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True)
-        bos = self.bos_token
-        add_bos = self.add_bos and not (bos is not None and rendered.startswith(bos))
-        return self.encode(rendered, add_bos=add_bos)
+        return self.encode_chat([{"role": "user", "content": text}], add_generation_prompt=True)
 
     # ------------------------------------------------------------------ constructors
 
@@ -465,6 +472,7 @@ def _atomic_write_text(path: pathlib.Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600; the files are meant to be shared like the GGUF
         os.replace(tmp, path)
     except BaseException:
         try:

@@ -60,6 +60,9 @@ def check_tensors(cfg: ModelConfig, tensors: Mapping[str, np.ndarray], source: s
     missing = sorted(set(expected) - set(tensors))
     if missing:
         raise UserError(f"{source}: missing {len(missing)} weight tensors, e.g. {missing[:3]}")
+    unknown = sorted(set(tensors) - set(expected) - {"lm_head.weight"})
+    if unknown:
+        raise UserError(f"{source}: unsupported weight tensors for a {cfg.family} model, e.g. {unknown[:3]}")
     for name, shape in expected.items():
         if tuple(tensors[name].shape) != shape:
             raise UserError(f"{source}: tensor {name} has shape {tuple(tensors[name].shape)}, expected {shape}")

@@ -56,7 +56,7 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
 
-    def __call__(self, x, cos, sin, k_cache, v_cache, write_rows, write_slots, mask):
+    def __call__(self, x, cos, sin, layer, k_all, v_all, write_rows, write_slots, mask):
         cfg = self.cfg
         b, t, _ = x.shape
         qkv = jnp.einsum("btd,fd->btf", x, self.qkv[...])
@@ -70,10 +70,11 @@ class Attention(nnx.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         # Slots past the cache end (padding, overflow) are dropped rather than clamped onto real entries.
-        k_cache = k_cache.at[write_rows, write_slots].set(k.astype(k_cache.dtype), mode="drop")
-        v_cache = v_cache.at[write_rows, write_slots].set(v.astype(v_cache.dtype), mode="drop")
-        out = attend(q, k_cache.astype(q.dtype), v_cache.astype(q.dtype), mask)
-        return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_cache, v_cache
+        # Scatter straight into the [L, B, S, K, D] cache so XLA updates the donated buffer in place.
+        k_all = k_all.at[layer, write_rows, write_slots].set(k.astype(k_all.dtype), mode="drop")
+        v_all = v_all.at[layer, write_rows, write_slots].set(v.astype(v_all.dtype), mode="drop")
+        out = attend(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask)
+        return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_all, v_all
 
 
 class MLP(nnx.Module):
@@ -93,10 +94,10 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = MLP(cfg, dtype, rngs)
 
-    def __call__(self, x, cos, sin, k_cache, v_cache, write_rows, write_slots, mask):
-        h, k_cache, v_cache = self.attn(self.input_norm(x), cos, sin, k_cache, v_cache, write_rows, write_slots, mask)
+    def __call__(self, x, cos, sin, layer, k_all, v_all, write_rows, write_slots, mask):
+        h, k_all, v_all = self.attn(self.input_norm(x), cos, sin, layer, k_all, v_all, write_rows, write_slots, mask)
         x = x + h
-        return x + self.mlp(self.post_attn_norm(x)), k_cache, v_cache
+        return x + self.mlp(self.post_attn_norm(x)), k_all, v_all
 
 
 class Decoder(nnx.Module):
@@ -125,14 +126,15 @@ class Decoder(nnx.Module):
         `mask[b, t, s]`: may token t of row b attend to cache slot s (after this call's writes).
         `taps`: indices of decoder layers whose output hidden states are returned (EAGLE-3 / DFlash features).
         """
+        if any(not 0 <= i < self.cfg.num_layers for i in taps):
+            raise ValueError(f"tap layers {taps} out of range for {self.cfg.num_layers} layers")
         x = jnp.take(self.embed[...], tokens, axis=0)
         cos, sin = rope_tables(positions, jnp.asarray(self.inv_freq, jnp.float32), self.rope_scale)
         rows = jnp.broadcast_to(jnp.arange(tokens.shape[0])[:, None], tokens.shape)
         k_all, v_all = cache.k, cache.v
         tapped = {}
         for i, layer in enumerate(self.layers):
-            x, k_i, v_i = layer(x, cos, sin, k_all[i], v_all[i], rows, write_slots, mask)
-            k_all, v_all = k_all.at[i].set(k_i), v_all.at[i].set(v_i)
+            x, k_all, v_all = layer(x, cos, sin, i, k_all, v_all, rows, write_slots, mask)
             if i in taps:
                 tapped[i] = x
         return self.norm(x), KVCache(k=k_all, v=v_all, lengths=cache.lengths), tuple(tapped[i] for i in taps)

@@ -1,0 +1,165 @@
+"""`jspec` command line: generate | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
+
+import argparse
+import json
+import sys
+import time
+
+from jspec.errors import UserError
+
+METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "eagle3_pruned", "graft", "dflash", "domino",
+           "graft_tail")
+IMPLEMENTED_METHODS = ("vanilla",)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # argparse's default prints usage + exits 2; the contract wants one line
+        raise UserError(message)
+
+
+def _positive_int(name: str):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{name} must be an integer, got {text!r}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{name} must be >= 1, got {value}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from jspec.assets_cli import add_assets_parser
+
+    parser = _Parser(prog="jspec", description="Lossless speculative decoding in JAX.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    gen = sub.add_parser("generate", help="generate text with a model and a decoding method")
+    gen.add_argument("--model", default="smollm2-135m", help="preset name, .gguf file or HF checkpoint directory")
+    gen.add_argument("--method", default="vanilla", help=f"one of {', '.join(METHODS)}")
+    gen.add_argument("--drafter", help="drafter checkpoint (methods that need one)")
+    src = gen.add_mutually_exclusive_group()
+    src.add_argument("--prompt", help="prompt text")
+    src.add_argument("--prompts-file", help='JSONL file of {"prompt": ...} or {"messages": [...]} records')
+    gen.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=None)
+    gen.add_argument("--temperature", type=float, default=None)
+    gen.add_argument("--top-p", type=float, default=None)
+    gen.add_argument("--seed", type=int, default=None)
+    gen.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                     help="auto: bfloat16 on GPU/TPU, float32 on CPU")
+    gen.add_argument("--budget", type=_positive_int("--budget"), default=60, help="verification slots per step")
+    gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
+    gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
+    gen.add_argument("--raw", action="store_true", help="do not apply the chat template")
+    gen.add_argument("--json", action="store_true", help="one JSON record per prompt on stdout")
+    add_assets_parser(sub)
+    return parser
+
+
+def read_prompts(args) -> list[dict]:
+    """Records with either "prompt" (text) or "messages" (chat)."""
+    if args.prompts_file:
+        try:
+            lines = open(args.prompts_file, encoding="utf-8").read().splitlines()
+        except OSError as e:
+            raise UserError(f"cannot read --prompts-file: {e}") from None
+        records = []
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise UserError(f"{args.prompts_file}:{n}: invalid JSON ({e.msg})") from None
+            if not isinstance(rec, dict) or not ("prompt" in rec or "messages" in rec):
+                raise UserError(f'{args.prompts_file}:{n}: expected an object with "prompt" or "messages"')
+            records.append(rec)
+        if not records:
+            raise UserError(f"{args.prompts_file}: no prompts")
+        return records
+    if args.prompt is None:
+        return [{"prompt": "Write a Python function that checks whether a number is prime."}]
+    return [{"prompt": args.prompt}]
+
+
+def encode_record(tokenizer, rec: dict, chat: bool) -> tuple[str, list[int]]:
+    if "messages" in rec:
+        if not chat:
+            raise UserError('"messages" records need a chat model (drop --raw)')
+        return rec["messages"][-1].get("content", ""), tokenizer.encode_chat(rec["messages"])
+    text = rec["prompt"]
+    if not isinstance(text, str) or not text.strip():
+        raise UserError("empty prompt")
+    return text, tokenizer.render_prompt(text, chat=chat)
+
+
+def run_generate(args) -> None:
+    if args.method not in METHODS:
+        raise UserError(f"unknown method {args.method!r}; expected one of {', '.join(METHODS)}")
+    if args.method not in IMPLEMENTED_METHODS:
+        raise UserError(f"method {args.method!r} is not available yet in this version; available: "
+                        f"{', '.join(IMPLEMENTED_METHODS)}")
+    import jax
+
+    from jspec.config import decode_defaults
+    from jspec.decode import generate
+    from jspec.models.loading import load_model
+    from jspec.sampling import Sampling
+
+    defaults = decode_defaults()
+    sampling = Sampling(temperature=defaults.temperature if args.temperature is None else args.temperature,
+                        top_p=defaults.top_p if args.top_p is None else args.top_p)
+    max_new = args.max_new_tokens or defaults.max_new_tokens
+    seed = defaults.seed if args.seed is None else args.seed
+    cache_len = args.max_cache_len or defaults.max_cache_len
+    records = read_prompts(args)
+    dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
+    model = load_model(args.model, dtype=dtype, progress=not args.json)
+    chat = model.chat and not args.raw
+    encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
+    for start in range(0, len(encoded), args.batch_size):
+        batch = encoded[start : start + args.batch_size]
+        t0 = time.perf_counter()
+        result = generate(model.graphdef, model.params, [ids for _, ids in batch], max_new_tokens=max_new,
+                          sampling=sampling, eos_ids=model.eos_token_ids, seed=seed + start,
+                          max_cache_len=cache_len)
+        seconds = time.perf_counter() - t0
+        for (prompt, _), tokens, steps in zip(batch, result.tokens, result.steps):
+            _emit(args, model, prompt, tokens, steps, seconds)
+
+
+def _emit(args, model, prompt: str, tokens: list[int], steps: int, seconds: float) -> None:
+    text = model.tokenizer.decode(tokens)
+    if args.json:
+        record = {"prompt": prompt, "tokens": tokens, "text": text, "steps": steps, "accepted": [1] * steps,
+                  "mat": len(tokens) / max(steps, 1), "new_tokens": len(tokens), "seconds": seconds,
+                  "tok_per_s": len(tokens) / seconds if seconds > 0 else 0.0, "method": args.method,
+                  "model": model.name}
+        print(json.dumps(record, ensure_ascii=False), flush=True)
+    else:
+        print(text, flush=True)
+        print(f"[{args.method}] {len(tokens)} tokens in {seconds:.2f}s ({len(tokens) / seconds:.1f} tok/s, "
+              f"{steps} target steps, compile included on first call)", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "generate":
+            run_generate(args)
+        else:
+            from jspec.assets_cli import run_assets
+
+            run_assets(args)
+    except UserError as e:
+        print(f"jspec: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("jspec: interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,47 @@
+"""Shared fixtures: float32 on CPU, the HF transformers oracle (a Python 3.11 venv with torch CPU), real assets."""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import jax
+import pytest
+
+jax.config.update("jax_default_matmul_precision", "highest")
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+HF_PYTHON = pathlib.Path(os.environ.get("JSPEC_HF_PYTHON", REPO / ".venv-hf" / "bin" / "python"))
+
+
+def _missing(what: str):
+    # In CI the reference venv and assets are installed by scripts/test.sh: missing there is a failure, not a skip.
+    if os.environ.get("CI"):
+        pytest.fail(f"{what} missing in CI")
+    pytest.skip(f"{what} not installed (run scripts/test.sh)")
+
+
+@pytest.fixture(scope="session")
+def hf_oracle():
+    """Callable: list of requests -> list of answers, computed by tests/hf_ref/hf_oracle.py under transformers."""
+    if not HF_PYTHON.exists():
+        _missing(f"HF reference interpreter {HF_PYTHON}")
+
+    def call(requests: list[dict]) -> list[dict]:
+        proc = subprocess.run([str(HF_PYTHON), str(REPO / "tests" / "hf_ref" / "hf_oracle.py")],
+                              input=json.dumps(requests), capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            raise RuntimeError(f"HF oracle failed:\n{proc.stderr[-4000:]}")
+        return json.loads(proc.stdout)
+
+    return call
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> pathlib.Path:
+    from jspec import assets
+
+    try:
+        return assets.model_gguf("smollm2-135m", install_missing=False)
+    except Exception as e:  # noqa: BLE001
+        _missing(f"smollm2-135m asset ({e})")
