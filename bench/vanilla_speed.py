@@ -9,6 +9,7 @@ Prints a table and writes `vanilla_speed.json` under --out.
 
 import argparse
 import json
+import os
 import pathlib
 import platform
 import statistics
@@ -99,10 +100,14 @@ def main():
         "floor_ms_at_4.1TBs": 1e3 * weight_bytes / 4.1e12, "floor_ms_at_measured_bw": 1e3 * weight_bytes / bw,
         "decode": rows, "prefill_2k_ms": prefill["prefill_ms"], "prefill_2k_first_call_s": prefill["first_call_s"],
         "peak_bytes_in_use": stats.get("peak_bytes_in_use"),
+        "fused_mlp": os.environ.get("JSPEC_FUSED_MLP", "1") != "0",
+        "fused_mlp_config": os.environ.get("JSPEC_FUSED_MLP_CONFIG"),
+        "command": " ".join(sys.argv),
     }
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "vanilla_speed.json").write_text(json.dumps(report, indent=2))
+    print(f"fused MLP: {report['fused_mlp']} ({report['fused_mlp_config'] or 'default/tuned blocks'})")
     print(f"{dev.device_kind}  jax {jax.__version__}  {args.model} ({args.weights} weights, bf16), "
           f"weights {weight_bytes / 1e9:.2f} GB, copy bw {bw / 1e12:.2f} TB/s, floor "
           f"{report['floor_ms_at_4.1TBs']:.2f} ms (4.1 TB/s) / {report['floor_ms_at_measured_bw']:.2f} ms (measured)")

@@ -11,6 +11,7 @@ from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jspec.config import ModelConfig
+from pallas_kernels.fused_mlp import api as fused_mlp_api
 from jspec.models.cache import KVCache
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 
@@ -83,6 +84,9 @@ class MLP(nnx.Module):
         self.down = _param(rngs, (cfg.hidden_size, cfg.intermediate_size), dtype)
 
     def __call__(self, x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
+        b, t, d = x.shape
+        if fused_mlp_api.usable(b * t, d, self.down.shape[1]):  # decode on GPU: one bandwidth-bound kernel
+            return fused_mlp_api.decode_mlp(x.reshape(b * t, d), self.gate_up[...], self.down[...]).reshape(b, t, d)
         gate, up = jnp.split(jnp.einsum("btd,fd->btf", x, self.gate_up[...]), 2, axis=-1)
         return jnp.einsum("btf,df->btd", jax.nn.silu(gate) * up, self.down[...])
 
