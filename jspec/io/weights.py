@@ -92,7 +92,7 @@ def to_pure_state(cfg: ModelConfig, tensors: Mapping[str, np.ndarray], dtype: st
             "post_attn_norm": {"weight": get(p + "post_attention_layernorm.weight")},
             "mlp": {
                 "gate_up": np.concatenate([get(p + "mlp.gate_proj.weight"), get(p + "mlp.up_proj.weight")], axis=0),
-                "down": np.ascontiguousarray(get(p + "mlp.down_proj.weight").T),
+                "down": get(p + "mlp.down_proj.weight"),
             },
         }
 

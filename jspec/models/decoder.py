@@ -1,7 +1,7 @@
 """One decoder for the llama, qwen2 and qwen3 families as Flax NNX modules, used functionally.
 
-Weights keep HF's `[out, in]` layout (except the MLP's down projection, stored `[in, out]`); q/k/v and gate/up are
-fused into one matmul each. The forward takes an explicit cache, the cache slot of every new token and a boolean mask over all cache
+Weights keep HF's `[out, in]` layout so checkpoints load without transposes; q/k/v and gate/up are fused into one
+matmul each. The forward takes an explicit cache, the cache slot of every new token and a boolean mask over all cache
 slots, so prefill, single-token decode and tree verification are the same call with different masks.
 """
 
@@ -80,12 +80,11 @@ class Attention(nnx.Module):
 class MLP(nnx.Module):
     def __init__(self, cfg: ModelConfig, dtype, rngs: nnx.Rngs):
         self.gate_up = _param(rngs, (2 * cfg.intermediate_size, cfg.hidden_size), dtype)
-        # down is stored [in, out] (transposed from HF): XLA's M=1 matmul streams it faster (docs/results/).
-        self.down = _param(rngs, (cfg.intermediate_size, cfg.hidden_size), dtype)
+        self.down = _param(rngs, (cfg.hidden_size, cfg.intermediate_size), dtype)
 
     def __call__(self, x: Float[Array, "B T D"]) -> Float[Array, "B T D"]:
         gate, up = jnp.split(jnp.einsum("btd,fd->btf", x, self.gate_up[...]), 2, axis=-1)
-        return jnp.einsum("btf,fd->btd", jax.nn.silu(gate) * up, self.down[...])
+        return jnp.einsum("btf,df->btd", jax.nn.silu(gate) * up, self.down[...])
 
 
 class DecoderLayer(nnx.Module):
