@@ -115,16 +115,16 @@ def install(models: list[str], datasets: list[str], *, progress: bool = True) ->
     }
 
 
-def model_gguf(name: str, *, install_missing: bool = True) -> pathlib.Path:
+def model_gguf(name: str, *, install_missing: bool = True, progress: bool = True) -> pathlib.Path:
     """The verified GGUF of model `name`, installed on first use (progress on stderr)."""
     spec = _model_spec(name)
     path = _model_file(spec)
     if not path.exists():
         if not install_missing:
             raise UserError(f"model {name!r} is not installed; run `jspec assets install --models {name}`")
-        install([name], [])
+        install([name], [], progress=progress)
     if not _verified_before(path, spec.sha256):
-        verify_model(name)
+        verify_model(name, progress=progress)
     return path
 
 

@@ -64,6 +64,9 @@ def read_prompts(args) -> list[dict]:
             lines = open(args.prompts_file, encoding="utf-8").read().splitlines()
         except OSError as e:
             raise UserError(f"cannot read --prompts-file: {e}") from None
+        except UnicodeDecodeError as e:
+            raise UserError(f"cannot read --prompts-file {args.prompts_file}: not UTF-8 text ({e.reason} at byte "
+                            f"{e.start})") from None
         records = []
         for n, line in enumerate(lines, 1):
             if not line.strip():
@@ -74,6 +77,13 @@ def read_prompts(args) -> list[dict]:
                 raise UserError(f"{args.prompts_file}:{n}: invalid JSON ({e.msg})") from None
             if not isinstance(rec, dict) or not ("prompt" in rec or "messages" in rec):
                 raise UserError(f'{args.prompts_file}:{n}: expected an object with "prompt" or "messages"')
+            if "messages" in rec:
+                messages = rec["messages"]
+                if not (isinstance(messages, list) and messages and all(isinstance(m, dict) for m in messages)):
+                    raise UserError(f'{args.prompts_file}:{n}: "messages" must be a non-empty list of '
+                                    '{"role": ..., "content": ...} objects')
+            elif not isinstance(rec["prompt"], str):
+                raise UserError(f'{args.prompts_file}:{n}: "prompt" must be a string')
             records.append(rec)
         if not records:
             raise UserError(f"{args.prompts_file}: no prompts")
@@ -116,14 +126,23 @@ def run_generate(args) -> None:
     records = read_prompts(args)
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype, progress=not args.json)
+    if cache_len > model.cfg.max_position:
+        raise UserError(f"--max-cache-len {cache_len} exceeds the context length of {model.name} "
+                        f"({model.cfg.max_position} tokens)")
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
     for start in range(0, len(encoded), args.batch_size):
         batch = encoded[start : start + args.batch_size]
         t0 = time.perf_counter()
-        result = generate(model.graphdef, model.params, [ids for _, ids in batch], max_new_tokens=max_new,
-                          sampling=sampling, eos_ids=model.eos_token_ids, seed=seed + start,
-                          max_cache_len=cache_len)
+        try:
+            result = generate(model.graphdef, model.params, [ids for _, ids in batch], max_new_tokens=max_new,
+                              sampling=sampling, eos_ids=model.eos_token_ids, seed=seed + start,
+                              max_cache_len=cache_len)
+        except jax.errors.JaxRuntimeError as e:
+            if "RESOURCE_EXHAUSTED" not in str(e):
+                raise
+            raise UserError(f"out of memory on {jax.default_backend()} for batch size {len(batch)} and cache length "
+                            f"{cache_len}: lower --batch-size or --max-cache-len") from None
         seconds = time.perf_counter() - t0
         for (prompt, _), tokens, steps in zip(batch, result.tokens, result.steps):
             _emit(args, model, prompt, tokens, steps, seconds)

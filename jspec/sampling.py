@@ -1,6 +1,7 @@
 """Token selection from logits: greedy, or temperature + top-p sampling."""
 
 import dataclasses
+import math
 
 import jax
 import jax.numpy as jnp
@@ -17,8 +18,8 @@ class Sampling:
     top_p: float = 1.0
 
     def __post_init__(self):
-        if self.temperature < 0:
-            raise UserError(f"temperature must be >= 0, got {self.temperature}")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise UserError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if not 0.0 < self.top_p <= 1.0:
             raise UserError(f"top-p must be in (0, 1], got {self.top_p}")
 

