@@ -15,7 +15,7 @@ from flax import nnx
 from jaxtyping import Array, Bool, Int
 
 from jspec.errors import UserError
-from jspec.models.cache import KVCache, causal_mask
+from jspec.models.cache import KVCache, causal_block_mask
 from jspec.models.decoder import Decoder
 from jspec.sampling import Sampling, select
 
@@ -69,9 +69,8 @@ def prefill(model: Decoder, tokens: Int[Array, "B T"], prompt_lens: Int[Array, "
     b, t = tokens.shape
     positions = jnp.broadcast_to(jnp.arange(t, dtype=jnp.int32), (b, t))
     valid = positions < prompt_lens[:, None]
-    write_slots = jnp.where(valid, positions, cache.max_len)
-    hidden, cache, tapped = model(tokens, positions, cache, write_slots, causal_mask(positions, valid, cache.max_len),
-                                  taps)
+    mask = causal_block_mask(jnp.zeros((b,), jnp.int32), valid)
+    hidden, cache, tapped = model(tokens, positions, cache, mask, taps)
     last = jnp.take_along_axis(hidden, (prompt_lens - 1)[:, None, None], axis=1)[:, 0]
     first = select(model.logits(last), sampling, rng)
     cache = dataclasses.replace(cache, lengths=prompt_lens)
@@ -82,9 +81,8 @@ def decode_step(model: Decoder, state: DecodeState, sampling: Sampling, eos_ids:
     cache = state.cache
     active = ~state.done
     positions = cache.lengths[:, None]
-    write_slots = jnp.where(active[:, None], positions, cache.max_len)
-    mask = causal_mask(positions, active[:, None], cache.max_len)
-    hidden, cache, _ = model(state.last_token[:, None], positions, cache, write_slots, mask)
+    mask = causal_block_mask(cache.lengths, active[:, None])
+    hidden, cache, _ = model(state.last_token[:, None], positions, cache, mask)
     key = jax.random.fold_in(state.rng, state.step)
     token = select(model.logits(hidden[:, 0]), sampling, key)
     lengths = cache.lengths + active.astype(jnp.int32)

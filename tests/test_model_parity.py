@@ -7,7 +7,7 @@ import pytest
 from flax import nnx
 
 from jspec.io import hf_loader, weights
-from jspec.models.cache import KVCache, causal_mask
+from jspec.models.cache import KVCache, causal_block_mask
 
 CASES = {
     "llama": ("llama", {}),
@@ -56,8 +56,7 @@ def _prefill_logits(model, cfg, ids_batch, max_len=256):
     pos = jnp.broadcast_to(jnp.arange(width), tokens.shape)
     valid = pos < lens[:, None]
     cache = KVCache.init(cfg, len(ids_batch), max_len, jnp.float32)
-    hidden, cache, _ = model(jnp.asarray(tokens), pos, cache, jnp.where(valid, pos, max_len),
-                             causal_mask(pos, valid, max_len))
+    hidden, cache, _ = model(jnp.asarray(tokens), pos, cache, causal_block_mask(jnp.zeros(len(ids_batch), int), valid))
     return np.asarray(model.logits(hidden)), cache
 
 
@@ -80,7 +79,7 @@ def test_cached_step_by_step_logits_match_hf(tiny_models, name):
     split, max_len = 10, 64
     _, cache = _prefill_logits(model, cfg, [seq[:split]], max_len)
     cache = KVCache(cache.k, cache.v, jnp.array([split]))
-    step = jax.jit(lambda c, tok, p: model(tok, p, c, p, causal_mask(p, jnp.ones_like(p, bool), max_len)))
+    step = jax.jit(lambda c, tok, p: model(tok, p, c, causal_block_mask(p[:, 0], jnp.ones_like(p, bool))))
     for t in range(split, len(seq)):
         pos = jnp.array([[t]])
         hidden, cache, _ = step(cache, jnp.array([[seq[t]]]), pos)
@@ -94,12 +93,12 @@ def test_hidden_state_taps_are_layer_outputs(tiny_models):
     tokens = jnp.array([SEQS[1]])
     pos = jnp.arange(tokens.shape[1])[None]
     cache = KVCache.init(cfg, 1, 16, jnp.float32)
-    mask = causal_mask(pos, jnp.ones_like(pos, bool), 16)
-    _, _, taps = model(tokens, pos, cache, pos, mask, taps=(0, 2))
+    mask = causal_block_mask(jnp.zeros(1, int), jnp.ones_like(pos, bool))
+    _, _, taps = model(tokens, pos, cache, mask, taps=(0, 2))
     # Re-run with the last layer dropped: the output of layer 2 (the last) must equal the pre-norm final state.
     x = jnp.take(model.embed[...], tokens, axis=0)
     assert len(taps) == 2 and taps[0].shape == (1, tokens.shape[1], cfg.hidden_size)
     normed_last = model.norm(taps[1])
-    hidden, _, _ = model(tokens, pos, cache, pos, mask)
+    hidden, _, _ = model(tokens, pos, cache, mask)
     np.testing.assert_allclose(np.asarray(normed_last), np.asarray(hidden), atol=1e-6)
     assert not np.allclose(np.asarray(taps[0]), np.asarray(x))

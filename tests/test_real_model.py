@@ -6,7 +6,7 @@ import pytest
 from flax import nnx
 
 from jspec.decode import generate
-from jspec.models.cache import KVCache, causal_mask
+from jspec.models.cache import KVCache, causal_block_mask
 from jspec.models.loading import load_model
 
 CHATS = [
@@ -57,7 +57,7 @@ def test_cached_decode_equals_full_forward(smollm2, chat_ids):
     model = nnx.merge(smollm2.graphdef, smollm2.params)
     pos = jnp.arange(seq.shape[1])[None]
     cache = KVCache.init(smollm2.cfg, 1, 128, jnp.float32)
-    hidden, _, _ = model(seq, pos, cache, pos, causal_mask(pos, jnp.ones_like(pos, bool), 128))
+    hidden, _, _ = model(seq, pos, cache, causal_block_mask(jnp.zeros(1, int), jnp.ones_like(pos, bool)))
     full_argmax = np.asarray(jnp.argmax(model.logits(hidden), -1))[0]
     # Position p predicts token p+1: every generated token must be the no-cache forward's argmax.
     assert full_argmax[len(prompt) - 1 : len(prompt) - 1 + len(new)].tolist() == new

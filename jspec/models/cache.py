@@ -36,7 +36,43 @@ class KVCache:
         return self.k.shape[1]
 
 
-def causal_mask(positions: Int[Array, "B T"], valid: Bool[Array, "B T"], max_len: int) -> Bool[Array, "B T S"]:
-    """Slot `s` is visible to a token at position `p` iff `s <= p` (slots hold positions contiguously)."""
-    slots = jnp.arange(max_len, dtype=positions.dtype)
-    return (slots[None, None, :] <= positions[:, :, None]) & valid[:, :, None]
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class BlockMask:
+    """Who sees what when T new tokens are run against the cache.
+
+    The new tokens of row b are written to cache slots `start[b] + j` (j = 0..T-1). Every slot below `start[b]` is
+    committed prefix and visible to all of them; among the new tokens, token i sees token j iff `block[b, i, j]`.
+    Token j is real iff `block[b, j, j]`; padding is written nowhere. Prefill (start 0, causal block), one-token
+    decode (start = length, block [[1]]) and tree verification (block = ancestor mask) are all this shape, which is
+    what the attention kernels take.
+    """
+
+    start: Int[Array, " B"]
+    block: Bool[Array, "B T T"]
+
+    @property
+    def valid(self) -> Bool[Array, "B T"]:
+        return jnp.diagonal(self.block, axis1=1, axis2=2)
+
+    def write_slots(self, max_len: int) -> Int[Array, "B T"]:
+        """Cache slot of every new token; `max_len` (out of range: dropped) for padding."""
+        t = self.block.shape[1]
+        slots = self.start[:, None] + jnp.arange(t, dtype=self.start.dtype)
+        return jnp.where(self.valid, slots, max_len)
+
+    def dense(self, max_len: int) -> Bool[Array, "B T S"]:
+        """The same mask over all `max_len` cache slots (reference attention)."""
+        t = self.block.shape[1]
+        rel = jnp.arange(max_len)[None, :] - self.start[:, None]  # [B, S]: index into the block, if in range
+        in_block = (rel >= 0) & (rel < t)
+        from_block = jnp.take_along_axis(self.block, jnp.clip(rel, 0, t - 1)[:, None, :].repeat(t, 1), axis=2)
+        prefix = rel < 0
+        return (prefix[:, None, :] | (in_block[:, None, :] & from_block)) & self.valid[:, :, None]
+
+
+def causal_block_mask(start: Int[Array, " B"], valid: Bool[Array, "B T"]) -> BlockMask:
+    """Causal mask for T consecutive new tokens per row (prefill: start 0; decode: T = 1)."""
+    t = valid.shape[1]
+    causal = jnp.tril(jnp.ones((t, t), bool))
+    return BlockMask(start=start, block=causal[None] & valid[:, :, None] & valid[:, None, :])

@@ -1,8 +1,8 @@
 """One decoder for the llama, qwen2 and qwen3 families as Flax NNX modules, used functionally.
 
 Weights keep HF's `[out, in]` layout so checkpoints load without transposes; q/k/v and gate/up are fused into one
-matmul each. The forward takes an explicit cache, the cache slot of every new token and a boolean mask over all cache
-slots, so prefill, single-token decode and tree verification are the same call with different masks.
+matmul each. The forward takes an explicit cache and a `BlockMask` (committed prefix + a mask among the new tokens), so
+prefill, single-token decode and tree verification are the same call with different masks.
 """
 
 import jax
@@ -11,7 +11,7 @@ from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
 from jspec.config import ModelConfig
-from jspec.models.cache import KVCache
+from jspec.models.cache import BlockMask, KVCache
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 
 _MASKED = -1e30
@@ -56,7 +56,7 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
 
-    def __call__(self, x, cos, sin, layer, k_all, v_all, write_rows, write_slots, mask):
+    def __call__(self, x, cos, sin, layer, k_all, v_all, write_rows, write_slots, mask: BlockMask):
         cfg = self.cfg
         b, t, _ = x.shape
         qkv = jnp.einsum("btd,fd->btf", x, self.qkv[...])
@@ -73,7 +73,7 @@ class Attention(nnx.Module):
         # Scatter straight into the [L, B, S, K, D] cache so XLA updates the donated buffer in place.
         k_all = k_all.at[layer, write_rows, write_slots].set(k.astype(k_all.dtype), mode="drop")
         v_all = v_all.at[layer, write_rows, write_slots].set(v.astype(v_all.dtype), mode="drop")
-        out = attend(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask)
+        out = attend(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.dense(k_all.shape[2]))
         return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_all, v_all
 
 
@@ -117,13 +117,11 @@ class Decoder(nnx.Module):
         tokens: Int[Array, "B T"],
         positions: Int[Array, "B T"],
         cache: KVCache,
-        write_slots: Int[Array, "B T"],
-        mask: Bool[Array, "B T S"],
+        mask: BlockMask,
         taps: tuple[int, ...] = (),
     ) -> tuple[Float[Array, "B T D"], KVCache, tuple[Float[Array, "B T D"], ...]]:
-        """Runs the new tokens, writing their K/V at `write_slots` (>= cache.max_len: not written).
+        """Runs the new tokens, writing their K/V at cache slots `mask.start + j` (padding is not written).
 
-        `mask[b, t, s]`: may token t of row b attend to cache slot s (after this call's writes).
         `taps`: indices of decoder layers whose output hidden states are returned (EAGLE-3 / DFlash features).
         """
         if any(not 0 <= i < self.cfg.num_layers for i in taps):
@@ -131,6 +129,7 @@ class Decoder(nnx.Module):
         x = jnp.take(self.embed[...], tokens, axis=0)
         cos, sin = rope_tables(positions, jnp.asarray(self.inv_freq, jnp.float32), self.rope_scale)
         rows = jnp.broadcast_to(jnp.arange(tokens.shape[0])[:, None], tokens.shape)
+        write_slots = mask.write_slots(cache.max_len)
         k_all, v_all = cache.k, cache.v
         tapped = {}
         for i, layer in enumerate(self.layers):
