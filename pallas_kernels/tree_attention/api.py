@@ -1,0 +1,61 @@
+"""`tree_attention`: one attention call for prefill, decode and tree verification, on the best kernel available.
+
+Which implementation runs (decided at trace time):
+- `kernel` argument if given: "reference", "tpu" or "gpu";
+- else the environment variable JSPEC_ATTENTION: "reference", or "pallas" (the kernel of the default backend);
+- else the kernel of `jax.default_backend()` ("tpu" -> tpu.py, "gpu" -> gpu.py) and the reference anywhere else.
+`interpret` runs the chosen kernel in Pallas interpret mode (CPU tests): True, or for the TPU kernel a
+`pltpu.InterpretParams`.
+
+Shapes a kernel does not take fall back to the reference with a warning (see each kernel's `unsupported`):
+- both kernels: query heads not a multiple of kv heads;
+- TPU: cache length not a multiple of 128 (head dims that are not a multiple of 128 run, but zero-pad the cache: a
+  copy of it per call);
+- GPU: head dim not a power of two >= 16, cache length not a multiple of 16.
+"""
+
+import os
+import warnings
+
+import jax
+from jaxtyping import Array, Bool, Float, Int
+
+from pallas_kernels.tree_attention import gpu, tpu
+from pallas_kernels.tree_attention.reference import tree_attention_reference
+
+_KERNELS = {"tpu": (tpu.tree_attention_tpu, tpu.unsupported), "gpu": (gpu.tree_attention_gpu, gpu.unsupported)}
+
+
+def choose_kernel(kernel: str | None = None) -> str:
+    """"reference", "tpu" or "gpu", from the argument, JSPEC_ATTENTION, or the default backend."""
+    choice = kernel or os.environ.get("JSPEC_ATTENTION", "auto")
+    backend = jax.default_backend()
+    if choice == "pallas":
+        if backend not in _KERNELS:
+            raise ValueError(f"JSPEC_ATTENTION=pallas: no Pallas kernel for backend {backend!r}")
+        return backend
+    if choice == "auto":
+        return backend if backend in _KERNELS else "reference"
+    if choice not in ("reference", *_KERNELS):
+        raise ValueError(f"unknown attention kernel {choice!r} (reference, pallas, tpu or gpu)")
+    return choice
+
+
+def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v: Float[Array, "B S K D"],
+                   start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
+                   kernel: str | None = None, interpret=False, **tuning) -> Float[Array, "B T H D"]:
+    """GQA attention of T new tokens per row over a KV cache that already holds them at slots start..start+T-1.
+
+    Query i of row b sees slot s iff `s < start[b]` (committed prefix) or `block[b, i, s - start[b]]` for
+    `start[b] <= s < start[b] + T`; slots from `start[b] + T` on are never read. Query head h uses kv head
+    `h // (H // K)`. Softmax in f32, output in q's dtype; a query that sees nothing gets zeros. `tuning` goes to the
+    kernel (block_k, and num_splits / num_warps / num_stages on GPU).
+    """
+    name = choose_kernel(kernel)
+    if name == "reference":
+        return tree_attention_reference(q, k, v, start, block, sm_scale=sm_scale)
+    fn, unsupported = _KERNELS[name]
+    if reason := unsupported(q, k):
+        warnings.warn(f"tree_attention: {name} kernel falls back to the reference: {reason}", stacklevel=2)
+        return tree_attention_reference(q, k, v, start, block, sm_scale=sm_scale)
+    return fn(q, k, v, start, block, sm_scale=sm_scale, interpret=interpret, **tuning)

@@ -1,0 +1,164 @@
+"""Tree attention as a Triton-lowered Pallas GPU kernel (split-KV "flash decoding" + a combine in XLA).
+
+Rows: the T queries and the G = H // K query heads of one kv head are packed t-major (row = t * G + g) into blocks of
+`block_r` rows, a power of two >= 16 so both dots run on tensor cores even for one-token decode with G = 1.
+
+Grid (batch, kv head, row block, split). Batch-1 decode has only K programs per row block, far too few to pull the
+cache at HBM speed, so each row's needed KV blocks (those below start + T, a per-row count read from `start`) are
+split evenly over `num_splits` programs. Each loops over its share with a dynamic trip count: unmasked over full
+prefix blocks, masked over the <= 2 blocks holding tree slots. Partial (acc, max, sum) are merged by `_combine`.
+
+The Pallas Triton backend is deprecated in jax 0.11 (Mosaic GPU is the successor); it still lowers and runs there.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
+from jaxtyping import Array, Bool, Float, Int
+
+from pallas_kernels.tree_attention.common import cdiv, group_queries, num_window_blocks, round_up, ungroup_queries, \
+    window_mask
+
+MIN_ROWS = 16  # tensor-core dot minimum
+MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in registers
+TARGET_PROGRAMS = 132  # one wave on an H100/H200 (132 SMs)
+MIN_SPLIT_BLOCKS = 4  # below this a split's fixed cost (q load, partial write, combine) outweighs its KV reads
+
+
+def _pow2(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+def unsupported(q: jax.Array, k: jax.Array) -> str | None:
+    """Why this kernel cannot take these shapes (the dispatcher then uses the reference), or None."""
+    if q.shape[2] % k.shape[2]:
+        return f"{q.shape[2]} query heads are not a multiple of {k.shape[2]} kv heads"
+    if not _pow2(q.shape[3]) or q.shape[3] < 16:
+        return f"head dim {q.shape[3]} is not a power of two >= 16 (Triton block shapes)"
+    if k.shape[1] % MIN_ROWS:
+        return f"cache length {k.shape[1]} is not a multiple of {MIN_ROWS}"
+    return None
+
+
+def default_block_k(cache_len: int, block_r: int) -> int:
+    """KV slots per step: wide for few rows (decode), narrower when the [block_r, block_k] score tile is large."""
+    want = 128 if block_r <= 32 else 64
+    return next(bk for bk in (want, want // 2, want // 4, 16) if cache_len % bk == 0)
+
+
+def default_num_splits(cache_len: int, block_k: int, programs_per_split: int) -> int:
+    """Enough splits for about one wave of programs, none shorter than MIN_SPLIT_BLOCKS blocks of the full cache."""
+    return max(1, min(TARGET_PROGRAMS // programs_per_split, cache_len // block_k // MIN_SPLIT_BLOCKS))
+
+
+def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t: int, block_k: int,
+            num_splits: int, sm_scale: float):
+    split = pl.program_id(3)
+    start = start_ref[()]
+    end = jnp.minimum(start + t, k_ref.shape[0])
+    n_blocks = cdiv(end, block_k)
+    first_masked = jnp.minimum(start // block_k, n_blocks)
+    per_split = jnp.maximum(cdiv(n_blocks, num_splits), MIN_SPLIT_BLOCKS)
+    lo = jnp.minimum(split * per_split, n_blocks)
+    hi = jnp.minimum(lo + per_split, n_blocks)
+    q = q_ref[...]
+    nt = (((1,), (1,)), ((), ()))
+
+    def body(kb, carry, masked: bool):
+        acc, m_prev, l_prev = carry
+        kv0 = pl.multiple_of(kb * block_k, block_k)
+        k = k_ref[pl.ds(kv0, block_k), :]
+        v = v_ref[pl.ds(kv0, block_k), :]
+        s = jax.lax.dot_general(q, k, nt, preferred_element_type=jnp.float32) * sm_scale
+        if masked:
+            col = pl.multiple_of((kb - start // block_k) * block_k, block_k)
+            s = jnp.where(mask_ref[:, pl.ds(col, block_k)] != 0, s, -jnp.inf)
+            # Slots from `end` on may hold anything (even NaN): p is 0 there, but 0 * NaN is not.
+            v = jnp.where((kv0 + jnp.arange(block_k) < end)[:, None], v, jnp.zeros_like(v))
+        m_new = jnp.maximum(m_prev, jnp.max(s, axis=1))
+        m_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new)  # nothing visible yet: keep l = acc = 0
+        alpha = jnp.exp(m_prev - m_safe)
+        p = jnp.exp(s - m_safe[:, None])
+        pv = jax.lax.dot_general(p.astype(v.dtype), v, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+        return alpha[:, None] * acc + pv, m_new, alpha * l_prev + jnp.sum(p, axis=1)
+
+    rows, d = q.shape
+    carry = (jnp.zeros((rows, d), jnp.float32), jnp.full((rows,), -jnp.inf, jnp.float32),
+             jnp.zeros((rows,), jnp.float32))
+    carry = jax.lax.fori_loop(lo, jnp.minimum(hi, first_masked), functools.partial(body, masked=False), carry)
+    carry = jax.lax.fori_loop(jnp.maximum(lo, first_masked), hi, functools.partial(body, masked=True), carry)
+    acc, m, l = carry
+    o_ref[...] = acc
+    m_ref[...] = m
+    l_ref[...] = l
+
+
+def _combine(acc: Float[Array, "B K N R D"], m: Float[Array, "B K N R"], l: Float[Array, "B K N R"]
+             ) -> Float[Array, "B K R D"]:
+    """Merge the splits' partial softmax states; splits (and rows) that saw nothing weigh 0."""
+    m_all = jnp.max(m, axis=2, keepdims=True)
+    w = jnp.exp(m - jnp.where(m_all == -jnp.inf, 0.0, m_all))
+    l_all = jnp.sum(w * l, axis=2)
+    o = jnp.sum(w[..., None] * acc, axis=2)
+    return o / jnp.where(l_all == 0.0, 1.0, l_all)[..., None]
+
+
+def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Float[Array, "B K R D"]:
+    b, t, h, d = q.shape
+    rows = group_queries(q, kv_heads).reshape(b, kv_heads, t * (h // kv_heads), d)
+    return jnp.pad(rows, ((0, 0), (0, 0), (0, rows_pad - rows.shape[2]), (0, 0)))
+
+
+@functools.partial(jax.jit, static_argnames=("sm_scale", "block_k", "num_splits", "num_warps", "num_stages",
+                                             "interpret"))
+def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v: Float[Array, "B S K D"],
+                       start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
+                       block_k: int | None = None, num_splits: int | None = None, num_warps: int | None = None,
+                       num_stages: int = 2, interpret: bool = False) -> Float[Array, "B T H D"]:
+    """See `api.tree_attention`; the tuning arguments default to heuristics for an H200."""
+    if reason := unsupported(q, k):
+        raise ValueError(f"tree_attention_gpu: {reason}")
+    b, t, h, d = q.shape
+    s, kv_heads = k.shape[1], k.shape[2]
+    groups = h // kv_heads
+    block_r = min(MAX_ROWS, max(MIN_ROWS, 1 << (t * groups - 1).bit_length()))
+    rows_pad = round_up(t * groups, block_r)
+    n_row_blocks = rows_pad // block_r
+    block_k = block_k or default_block_k(s, block_r)
+    num_splits = num_splits or default_num_splits(s, block_k, b * kv_heads * n_row_blocks)
+    scale = d**-0.5 if sm_scale is None else sm_scale
+
+    # q is small: bring it to the cache dtype rather than copying the cache.
+    q_rows = _pack_rows(q.astype(k.dtype), kv_heads, rows_pad)
+    mask = jnp.repeat(window_mask(start, block, block_k), groups, axis=1)  # row t * G + g gets query t's mask
+    mask = jnp.pad(mask, ((0, 0), (0, rows_pad - t * groups), (0, 0))).astype(jnp.int8)
+    width = num_window_blocks(t, block_k) * block_k
+
+    part = (b, kv_heads, num_splits, rows_pad)
+    acc, m, l = pl.pallas_call(
+        functools.partial(_kernel, t=t, block_k=block_k, num_splits=num_splits, sm_scale=scale),
+        out_shape=[jax.ShapeDtypeStruct(part + (d,), jnp.float32), jax.ShapeDtypeStruct(part, jnp.float32),
+                   jax.ShapeDtypeStruct(part, jnp.float32)],
+        grid=(b, kv_heads, n_row_blocks, num_splits),
+        in_specs=[
+            pl.BlockSpec((None,), lambda bi, hi, ri, si: (bi,)),
+            pl.BlockSpec((None, None, block_r, d), lambda bi, hi, ri, si: (bi, hi, ri, 0)),
+            pl.BlockSpec((None, s, None, d), lambda bi, hi, ri, si: (bi, 0, hi, 0)),
+            pl.BlockSpec((None, s, None, d), lambda bi, hi, ri, si: (bi, 0, hi, 0)),
+            pl.BlockSpec((None, block_r, width), lambda bi, hi, ri, si: (bi, ri, 0)),
+        ],
+        out_specs=[
+            pl.BlockSpec((None, None, None, block_r, d), lambda bi, hi, ri, si: (bi, hi, si, ri, 0)),
+            pl.BlockSpec((None, None, None, block_r), lambda bi, hi, ri, si: (bi, hi, si, ri)),
+            pl.BlockSpec((None, None, None, block_r), lambda bi, hi, ri, si: (bi, hi, si, ri)),
+        ],
+        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if block_r <= 32 else 8),
+                                                num_stages=num_stages),
+        interpret=interpret,
+        name="tree_attention_gpu",
+    )(start.astype(jnp.int32), q_rows, k, v, mask)
+    out = _combine(acc, m, l)[:, :, : t * groups].reshape(b, kv_heads, t, groups, d)
+    return ungroup_queries(out).astype(q.dtype)
