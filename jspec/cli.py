@@ -3,13 +3,9 @@
 import argparse
 import json
 import sys
-import time
 
 from jspec.errors import UserError
 
-METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "eagle3_pruned", "graft", "dflash", "domino",
-           "graft_tail")
-IMPLEMENTED_METHODS = ("vanilla",)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -37,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     gen = sub.add_parser("generate", help="generate text with a model and a decoding method")
     gen.add_argument("--model", default="smollm2-135m", help="preset name, .gguf file or HF checkpoint directory")
-    gen.add_argument("--method", default="vanilla", help=f"one of {', '.join(METHODS)}")
+    gen.add_argument("--method", default="vanilla", help="vanilla, pld, token_recycling, draft_model, eagle3, "
+                     "eagle3_pruned, graft, dflash, domino, graft_tail")
     gen.add_argument("--drafter", help="drafter checkpoint (methods that need one)")
     src = gen.add_mutually_exclusive_group()
     src.add_argument("--prompt", help="prompt text")
@@ -105,16 +102,14 @@ def encode_record(tokenizer, rec: dict, chat: bool) -> tuple[str, list[int]]:
 
 
 def run_generate(args) -> None:
-    if args.method not in METHODS:
-        raise UserError(f"unknown method {args.method!r}; expected one of {', '.join(METHODS)}")
-    if args.method not in IMPLEMENTED_METHODS:
-        raise UserError(f"method {args.method!r} is not available yet in this version; available: "
-                        f"{', '.join(IMPLEMENTED_METHODS)}")
+    from jspec.methods import get_method
+
+    method = get_method(args.method)  # validates the name before anything heavy is loaded
     import jax
 
     from jspec.config import decode_defaults
-    from jspec.decode import generate
     from jspec.models.loading import load_model
+    from jspec.runner import run_batch
     from jspec.sampling import Sampling
 
     defaults = decode_defaults()
@@ -131,35 +126,32 @@ def run_generate(args) -> None:
                         f"({model.cfg.max_position} tokens)")
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
+    method_state = None
     for start in range(0, len(encoded), args.batch_size):
         batch = encoded[start : start + args.batch_size]
-        t0 = time.perf_counter()
         try:
-            result = generate(model.graphdef, model.params, [ids for _, ids in batch], max_new_tokens=max_new,
-                              sampling=sampling, eos_ids=model.eos_token_ids, seed=seed + start,
-                              max_cache_len=cache_len)
+            records, method_state = run_batch(model, method, [ids for _, ids in batch], max_new_tokens=max_new,
+                                              sampling=sampling, seed=seed + start, max_cache_len=cache_len,
+                                              method_state=method_state)
         except jax.errors.JaxRuntimeError as e:
             if "RESOURCE_EXHAUSTED" not in str(e):
                 raise
             raise UserError(f"out of memory on {jax.default_backend()} for batch size {len(batch)} and cache length "
                             f"{cache_len}: lower --batch-size or --max-cache-len") from None
-        seconds = time.perf_counter() - t0
-        for (prompt, _), tokens, steps in zip(batch, result.tokens, result.steps):
-            _emit(args, model, prompt, tokens, steps, seconds)
+        for (prompt, _), record in zip(batch, records):
+            _emit(args, model, prompt, record)
 
 
-def _emit(args, model, prompt: str, tokens: list[int], steps: int, seconds: float) -> None:
-    text = model.tokenizer.decode(tokens)
+def _emit(args, model, prompt: str, record: dict) -> None:
+    text = model.tokenizer.decode(record["tokens"])
     if args.json:
-        record = {"prompt": prompt, "tokens": tokens, "text": text, "steps": steps, "accepted": [1] * steps,
-                  "mat": len(tokens) / max(steps, 1), "new_tokens": len(tokens), "seconds": seconds,
-                  "tok_per_s": len(tokens) / seconds if seconds > 0 else 0.0, "method": args.method,
-                  "model": model.name}
-        print(json.dumps(record, ensure_ascii=False), flush=True)
+        print(json.dumps({"prompt": prompt, **record, "text": text, "method": args.method, "model": model.name},
+                         ensure_ascii=False), flush=True)
     else:
         print(text, flush=True)
-        print(f"[{args.method}] {len(tokens)} tokens in {seconds:.2f}s ({len(tokens) / seconds:.1f} tok/s, "
-              f"{steps} target steps, compile included on first call)", file=sys.stderr, flush=True)
+        print(f"[{args.method}] {record['new_tokens']} tokens in {record['seconds']:.2f}s "
+              f"({record['tok_per_s']:.1f} tok/s, {record['steps']} target steps, MAT {record['mat']:.2f}; "
+              "compile included on first call)", file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:

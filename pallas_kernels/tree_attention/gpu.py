@@ -25,7 +25,7 @@ from pallas_kernels.tree_attention.common import cdiv, group_queries, num_window
 MIN_ROWS = 16  # tensor-core dot minimum
 MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in registers
 TARGET_PROGRAMS = 132  # one wave on an H100/H200 (132 SMs)
-MIN_SPLIT_BLOCKS = 4  # below this a split's fixed cost (q load, partial write, combine) outweighs its KV reads
+MIN_SPLIT_BLOCKS = 2  # below this a split's fixed cost (q load, loop setup) outweighs its KV reads
 
 
 def _pow2(n: int) -> bool:
@@ -49,9 +49,11 @@ def default_block_k(cache_len: int, block_r: int) -> int:
     return next(bk for bk in (want, want // 2, want // 4, 16) if cache_len % bk == 0)
 
 
-def default_num_splits(cache_len: int, block_k: int, programs_per_split: int) -> int:
-    """Enough splits for about one wave of programs, none shorter than MIN_SPLIT_BLOCKS blocks of the full cache."""
-    return max(1, min(TARGET_PROGRAMS // programs_per_split, cache_len // block_k // MIN_SPLIT_BLOCKS))
+def default_num_splits(cache_len: int, block_k: int, rows_pad: int, programs_per_split: int) -> int:
+    """About one wave of programs, no split shorter than MIN_SPLIT_BLOCKS blocks of a full cache, and the f32
+    partial outputs (splits x rows x D x 4 bytes per kv head) no larger than the bf16 K/V they summarise."""
+    caps = (TARGET_PROGRAMS // programs_per_split, cache_len // block_k // MIN_SPLIT_BLOCKS, cache_len // rows_pad)
+    return max(1, min(caps))
 
 
 def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t: int, block_k: int,
@@ -128,7 +130,7 @@ def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v
     rows_pad = round_up(t * groups, block_r)
     n_row_blocks = rows_pad // block_r
     block_k = block_k or default_block_k(s, block_r)
-    num_splits = num_splits or default_num_splits(s, block_k, b * kv_heads * n_row_blocks)
+    num_splits = num_splits or default_num_splits(s, block_k, rows_pad, b * kv_heads * n_row_blocks)
     scale = d**-0.5 if sm_scale is None else sm_scale
 
     # q is small: bring it to the cache dtype rather than copying the cache.

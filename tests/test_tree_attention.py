@@ -1,0 +1,167 @@
+"""Tree attention: reference vs the decoder's dense attention, and both Pallas kernels vs the reference.
+
+On CPU the kernels run in Pallas interpret mode (the TPU kernel also under the TPU simulator's race detector); on a
+GPU/TPU the `*_on_device` tests run the compiled kernel. Every case draws fresh random inputs; each batch row gets
+its own start (0, 1, 37, S - T) and some rows end in padded (invalid) tree slots.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental.pallas import tpu as pltpu
+
+from jspec.models.cache import BlockMask, causal_block_mask
+from jspec.models.decoder import attend
+from pallas_kernels.tree_attention import choose_kernel, tree_attention, tree_attention_reference
+from pallas_kernels.tree_attention.gpu import tree_attention_gpu
+from pallas_kernels.tree_attention.testing import random_tree_masks
+from pallas_kernels.tree_attention.tpu import tree_attention_tpu
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    t: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "float32"
+    cache_len: int = 256
+
+
+CASES = [
+    Case(7, 4, 4, 64),  # H = K
+    Case(16, 8, 2, 128, "bfloat16"),  # GQA 4:1
+    Case(60, 12, 2, 128, "bfloat16"),  # Qwen2.5-1.5B heads, a 60-node tree
+    Case(1, 9, 3, 64),  # SmolLM2 heads, decode
+    Case(1, 12, 2, 128, "bfloat16", cache_len=512),
+    Case(60, 9, 3, 64, cache_len=384),
+    Case(16, 2, 2, 128, cache_len=512),
+]
+TOL = {"float32": 1e-5, "bfloat16": 2e-2}
+
+
+def make_inputs(case: Case, seed: int, nan_beyond_tree: bool = False):
+    """Rows start at 0, 1, 37 and S - T; the last two rows have padded tree slots."""
+    rng = np.random.default_rng(seed)
+    starts = np.array([0, 1, 37, case.cache_len - case.t], np.int32)
+    n_valid = [case.t, case.t, max(1, case.t - 3), max(1, case.t // 2)]
+    block = random_tree_masks(rng, len(starts), case.t, n_valid)
+    dtype = jnp.dtype(case.dtype)
+    q = rng.standard_normal((len(starts), case.t, case.heads, case.head_dim))
+    k, v = rng.standard_normal((2, len(starts), case.cache_len, case.kv_heads, case.head_dim))
+    if nan_beyond_tree:  # slots from start + T on must never reach the output
+        beyond = np.arange(case.cache_len)[None, :] >= (starts + case.t)[:, None]
+        k[beyond], v[beyond] = np.nan, np.nan
+    return (jnp.asarray(q, dtype), jnp.asarray(k, dtype), jnp.asarray(v, dtype), jnp.asarray(starts),
+            jnp.asarray(block))
+
+
+def assert_close(out, ref, dtype: str):
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    out, ref = np.asarray(out, np.float32), np.asarray(ref, np.float32)
+    assert np.isfinite(out).all()
+    np.testing.assert_allclose(out, ref, rtol=TOL[dtype], atol=TOL[dtype])
+
+
+@pytest.mark.parametrize("case", CASES[:4], ids=str)
+def test_reference_matches_decoder_attend(case):
+    q, k, v, start, block = make_inputs(case, seed=1)
+    ref = tree_attention_reference(q, k, v, start, block)
+    dense = attend(q, k, v, BlockMask(start, block).dense(case.cache_len))
+    valid = np.asarray(BlockMask(start, block).valid)  # attend gives invalid rows a uniform average, not zeros
+    assert_close(ref[valid], dense[valid], case.dtype)
+
+
+def test_reference_prefill_is_causal_attention():
+    q, k, v, _, _ = make_inputs(Case(16, 4, 2, 64, cache_len=16), seed=2)
+    start = jnp.zeros((4,), jnp.int32)
+    mask = causal_block_mask(start, jnp.ones((4, 16), bool))
+    assert_close(tree_attention_reference(q, k, v, start, mask.block), attend(q, k, v, mask.dense(16)), "float32")
+
+
+def test_reference_padding_rows_are_zero():
+    q, k, v, start, block = make_inputs(Case(7, 4, 2, 64), seed=3)
+    out = tree_attention_reference(q, k, v, start, block.at[0, 3].set(False))
+    assert np.all(np.asarray(out[0, 3]) == 0)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_gpu_kernel_matches_reference(case):
+    q, k, v, start, block = make_inputs(case, seed=10 + CASES.index(case))
+    ref = tree_attention_reference(q, k, v, start, block)
+    assert_close(tree_attention_gpu(q, k, v, start, block, interpret=True), ref, case.dtype)
+
+
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_tpu_kernel_matches_reference(case):
+    q, k, v, start, block = make_inputs(case, seed=20 + CASES.index(case))
+    ref = tree_attention_reference(q, k, v, start, block)
+    assert_close(tree_attention_tpu(q, k, v, start, block, interpret=True), ref, case.dtype)
+
+
+@pytest.mark.parametrize("case", [CASES[2], CASES[3]], ids=str)
+def test_tpu_kernel_under_tpu_simulator(case):
+    """TPU interpret mode: simulated VMEM/SMEM and DMAs, NaN-filled scratch, out-of-bounds reads raise, races found."""
+    from jax._src.pallas.mosaic.interpret import interpret_pallas_call as mosaic_interpret
+
+    q, k, v, start, block = make_inputs(case, seed=30)
+    params = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan", num_cores_or_threads=2)
+    out = tree_attention_tpu(q, k, v, start, block, block_k=128, interpret=params)
+    assert not mosaic_interpret.races.races_found
+    assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+
+
+@pytest.mark.parametrize("kernel", ["gpu", "tpu"])
+def test_kernels_never_read_beyond_the_tree(kernel):
+    case = Case(16, 8, 2, 128, cache_len=512)
+    q, k, v, start, block = make_inputs(case, seed=40, nan_beyond_tree=True)
+    clean = tuple(jnp.nan_to_num(x, nan=0.0) for x in (k, v))
+    ref = tree_attention_reference(q, *clean, start, block)
+    assert_close(tree_attention(q, k, v, start, block, kernel=kernel, interpret=True), ref, case.dtype)
+
+
+def test_gpu_kernel_many_splits_and_small_blocks():
+    """block_k 16 puts the 60-node tree over 5 masked blocks; 5 splits divide each row's blocks unevenly."""
+    case = Case(60, 12, 2, 128, cache_len=384)
+    q, k, v, start, block = make_inputs(case, seed=50)
+    out = tree_attention_gpu(q, k, v, start, block, block_k=16, num_splits=5, interpret=True)
+    assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+
+
+def test_padding_rows_get_zeros_from_kernels():
+    q, k, v, start, block = make_inputs(Case(7, 4, 2, 64), seed=60)
+    block = block.at[0, 2].set(False).at[0, :, 2].set(False)  # row 0 starts at 0: query 2 sees nothing
+    for kernel in ("gpu", "tpu"):
+        out = tree_attention(q, k, v, start, block, kernel=kernel, interpret=True)
+        assert np.all(np.asarray(out[0, 2]) == 0), kernel
+
+
+def test_dispatch(monkeypatch):
+    assert choose_kernel() == ("reference" if jax.default_backend() == "cpu" else jax.default_backend())
+    assert choose_kernel("gpu") == "gpu"
+    monkeypatch.setenv("JSPEC_ATTENTION", "reference")
+    assert choose_kernel() == "reference"
+    monkeypatch.setenv("JSPEC_ATTENTION", "bogus")
+    with pytest.raises(ValueError, match="unknown attention kernel"):
+        choose_kernel()
+
+
+def test_unsupported_shapes_fall_back_to_reference():
+    case = Case(7, 4, 2, 96, cache_len=200)  # head dim not a power of two; cache length not a multiple of 128
+    q, k, v, start, block = make_inputs(case, seed=70)
+    ref = tree_attention_reference(q, k, v, start, block)
+    for kernel in ("gpu", "tpu"):
+        with pytest.warns(UserWarning, match="falls back to the reference"):
+            out = tree_attention(q, k, v, start, block, kernel=kernel, interpret=True)
+        assert_close(out, ref, case.dtype)
+
+
+@pytest.mark.skipif(jax.default_backend() not in ("gpu", "tpu"), reason="needs a GPU or TPU")
+@pytest.mark.parametrize("case", CASES, ids=str)
+def test_kernel_on_device(case):
+    q, k, v, start, block = make_inputs(case, seed=80 + CASES.index(case))
+    out = tree_attention(q, k, v, start, block, kernel=jax.default_backend())
+    assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
