@@ -12,6 +12,7 @@ and writes tree_attention_speed.json under --out.
 """
 
 import argparse
+import itertools
 import json
 import pathlib
 import statistics
@@ -33,6 +34,7 @@ from pallas_kernels.tree_attention.tpu import tree_attention_tpu  # noqa: E402
 
 FULL = dict(heads=12, kv_heads=2, head_dim=128, contexts=(2048, 8192, 32768), chain=20, repeats=30)
 SMOKE = dict(heads=4, kv_heads=2, head_dim=64, contexts=(192, 320), chain=2, repeats=3)
+SWEEP = {"block_k": (32, 64, 128), "num_splits": (8, 32, 128, 512)}  # --sweep: GPU kernel tuning grid
 # Called directly, not through the dispatcher: a silent fallback to the reference would make the timing meaningless.
 KERNELS = {"gpu": tree_attention_gpu, "tpu": tree_attention_tpu}
 
@@ -71,7 +73,8 @@ def make_case(rng: np.random.Generator, t: int, context: int, capacity: int, cfg
     return q, k, v, jnp.array([context], jnp.int32), block
 
 
-def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, interpret: bool, rng) -> dict:
+def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, interpret: bool, sweep: bool,
+               rng) -> dict:
     q, k, v, start, block = make_case(rng, t, context, capacity, cfg, jnp.bfloat16)
     dense = BlockMask(start, block).dense(capacity)
     fns = {
@@ -91,16 +94,35 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
         sec = time_per_call(fn, args, cfg["chain"], cfg["repeats"])
         row[f"{name}_us"] = sec * 1e6
         row[f"{name}_GBps"] = kv_bytes / sec / 1e9
+    if sweep:
+        row["sweep"] = sweep_gpu(args, cfg)
     return row
 
 
+def sweep_gpu(args: tuple, cfg: dict) -> list[dict]:
+    """Kernel time over the SWEEP grid (shorter chains: this is for choosing defaults, not for reporting)."""
+    rows = []
+    for block_k, num_splits in itertools.product(SWEEP["block_k"], SWEEP["num_splits"]):
+        def fn(q, k, v, s, b, m, block_k=block_k, num_splits=num_splits):
+            return tree_attention_gpu(q, k, v, s, b, block_k=block_k, num_splits=num_splits)
+
+        sec = time_per_call(fn, args, cfg["chain"] // 2, cfg["repeats"] // 3)
+        rows.append({"block_k": block_k, "num_splits": num_splits, "us": sec * 1e6})
+    grid = " ".join(f"{r['block_k']}/{r['num_splits']}:{r['us']:.1f}" for r in rows)
+    print(f"  sweep (block_k/num_splits:us): {grid}")
+    return rows
+
+
 def markdown(rows: list[dict]) -> str:
-    lines = ["| T | context | capacity | kernel µs | GB/s | reference µs | GB/s | dense attend µs | GB/s | speedup vs ref |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    cols = ["T", "context", "capacity", "kernel µs", "GB/s", "reference µs", "GB/s", "dense attend µs", "GB/s",
+            "speedup vs ref"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
-        lines.append(f"| {r['T']} | {r['context']} | {r['capacity']} | {r['kernel_us']:.1f} | {r['kernel_GBps']:.0f} | "
-                     f"{r['reference_us']:.1f} | {r['reference_GBps']:.0f} | {r['dense_attend_us']:.1f} | "
-                     f"{r['dense_attend_GBps']:.0f} | {r['reference_us'] / r['kernel_us']:.2f}x |")
+        cells = [r["T"], r["context"], r["capacity"]]
+        for name in ("kernel", "reference", "dense_attend"):
+            cells += [f"{r[f'{name}_us']:.1f}", f"{r[f'{name}_GBps']:.0f}"]
+        cells.append(f"{r['reference_us'] / r['kernel_us']:.2f}x")
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 
 
@@ -111,6 +133,7 @@ def main():
     ap.add_argument("--kernel", choices=("gpu", "tpu"), help="default: the default backend's kernel (gpu on CPU)")
     ap.add_argument("--contexts", help="comma-separated context lengths")
     ap.add_argument("--capacity", type=int, default=0, help="cache slots (default: context + 128)")
+    ap.add_argument("--sweep", action="store_true", help="also time the GPU kernel over a block_k x num_splits grid")
     args = ap.parse_args()
     cfg = dict(SMOKE if args.smoke else FULL)
     if args.contexts:
@@ -118,7 +141,7 @@ def main():
     kernel = args.kernel or (jax.default_backend() if jax.default_backend() in ("gpu", "tpu") else "gpu")
     interpret = args.smoke or jax.default_backend() != kernel
     rng = np.random.default_rng(0)
-    rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, rng)
+    rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, args.sweep and not interpret, rng)
             for t in (60, 1) for c in cfg["contexts"]]
     table = markdown(rows)
     print(table)

@@ -102,9 +102,9 @@ def encode_record(tokenizer, rec: dict, chat: bool) -> tuple[str, list[int]]:
 
 
 def run_generate(args) -> None:
-    from jspec.methods import get_method
+    from jspec.methods import build, get_method
 
-    method = get_method(args.method)  # validates the name before anything heavy is loaded
+    get_method(args.method, **_drafter_placeholder(args.method))  # validate the name before anything heavy is loaded
     import jax
 
     from jspec.config import decode_defaults
@@ -124,6 +124,7 @@ def run_generate(args) -> None:
     if cache_len > model.cfg.max_position:
         raise UserError(f"--max-cache-len {cache_len} exceeds the context length of {model.name} "
                         f"({model.cfg.max_position} tokens)")
+    method, method_params = build(args.method, model, args.drafter)
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
     method_state = None
@@ -132,7 +133,7 @@ def run_generate(args) -> None:
         try:
             records, method_state = run_batch(model, method, [ids for _, ids in batch], max_new_tokens=max_new,
                                               sampling=sampling, seed=seed + start, max_cache_len=cache_len,
-                                              method_state=method_state)
+                                              method_params=method_params, method_state=method_state)
         except jax.errors.JaxRuntimeError as e:
             if "RESOURCE_EXHAUSTED" not in str(e):
                 raise
@@ -140,6 +141,10 @@ def run_generate(args) -> None:
                             f"{cache_len}: lower --batch-size or --max-cache-len") from None
         for (prompt, _), record in zip(batch, records):
             _emit(args, model, prompt, record)
+
+
+def _drafter_placeholder(method: str) -> dict:
+    return {"drafter": None} if method == "draft_model" else {}
 
 
 def _emit(args, model, prompt: str, record: dict) -> None:

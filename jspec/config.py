@@ -121,6 +121,7 @@ class ModelPreset:
     description: str
     chat: bool
     config: ModelConfig
+    default_drafter: str | None = None  # for draft_model: a preset name or truncate:N
 
 
 @functools.cache
@@ -133,6 +134,7 @@ def model_presets() -> dict[str, ModelPreset]:
             asset=raw["asset"],
             description=raw.get("description", ""),
             chat=bool(raw.get("chat", True)),
+            default_drafter=raw.get("default_drafter"),
             config=ModelConfig.from_dict(raw["config"]),
         )
     return presets

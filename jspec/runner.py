@@ -11,7 +11,7 @@ from jspec.spec_decode import speculative_generate
 
 
 def run_batch(model: LoadedModel, method: Method, prompts: list[list[int]], *, max_new_tokens: int,
-              sampling: Sampling, seed: int, max_cache_len: int, method_state: Any = None
+              sampling: Sampling, seed: int, max_cache_len: int, method_params: Any = (), method_state: Any = None
               ) -> tuple[list[dict], Any]:
     """Records `{tokens, steps, accepted, mat, new_tokens, seconds, tok_per_s}` per prompt, and the method state.
 
@@ -25,8 +25,8 @@ def run_batch(model: LoadedModel, method: Method, prompts: list[list[int]], *, m
         res = generate(model.graphdef, model.params, prompts, **kwargs)
         accepted = [[1] * len(t) for t in res.tokens]
     else:
-        res = speculative_generate(model.graphdef, model.params, prompts, method=method, method_state=method_state,
-                                   **kwargs)
+        res = speculative_generate(model.graphdef, model.params, prompts, method=method, method_params=method_params,
+                                   method_state=method_state, **kwargs)
         accepted, method_state = res.accepted, res.method_state
     seconds = time.perf_counter() - t0
     records = []

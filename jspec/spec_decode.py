@@ -53,13 +53,13 @@ class SpecResult:
         return [len(a) for a in self.accepted]
 
 
-def _spec_step(model, method: Method, state: SpecState, sampling: Sampling, eos_ids: tuple[int, ...],
-               max_new_tokens: int) -> SpecState:
+def _spec_step(model, method: Method, method_params: Any, state: SpecState, sampling: Sampling,
+               eos_ids: tuple[int, ...], max_new_tokens: int) -> SpecState:
     cache = state.cache
     b, max_len = cache.batch, cache.max_len
     active = ~state.done
     ctx = Context(root=state.root, history=state.history, history_len=cache.lengths + 1, lengths=cache.lengths)
-    tree, method_state = method.propose(state.method_state, ctx)
+    tree, method_state = method.propose(method_params, state.method_state, ctx)
     n = tree.size
     # Rows that are done verify nothing; near the cache end only the slots that fit are kept (descendants of a
     # dropped slot have higher slots, so they are dropped too).
@@ -70,7 +70,7 @@ def _spec_step(model, method: Method, state: SpecState, sampling: Sampling, eos_
     hidden, cache, _ = model(tree.tokens, tree.positions(cache.lengths), cache, tree.mask(cache.lengths))
     logits = model.logits(hidden)
     acc = choose_and_accept(tree, logits, sampling, jax.random.fold_in(state.rng, state.step), method.max_depth + 1)
-    method_state = method.observe(method_state, tree, logits)
+    method_state = method.observe(method_params, method_state, tree, logits)
     old_lengths = cache.lengths
     cache = commit_kv(cache, acc, active)
 
@@ -94,10 +94,10 @@ def _spec_step(model, method: Method, state: SpecState, sampling: Sampling, eos_
                      rng=state.rng, method_state=method_state)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "sampling", "max_new_tokens", "eos_ids", "max_cache_len",
-                                             "cache_dtype"))
-def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_state, *, sampling, max_new_tokens, eos_ids,
-                 max_cache_len, cache_dtype):
+@functools.partial(jax.jit, static_argnames=("graphdef", "method", "sampling", "max_new_tokens", "eos_ids",
+                                             "max_cache_len", "cache_dtype"))
+def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, method_state, *, method, sampling,
+                 max_new_tokens, eos_ids, max_cache_len, cache_dtype):
     model = nnx.merge(graphdef, params)
     b, t = tokens.shape
     cache = KVCache.init(model.cfg, b, max_cache_len, cache_dtype)
@@ -107,6 +107,7 @@ def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_state, *, sa
     out = jnp.zeros((b, max_new_tokens), jnp.int32).at[:, 0].set(first)
     accepted = jnp.zeros((b, max_new_tokens), jnp.int32).at[:, 0].set(1)
     done = is_eos(first, eos_ids) | (max_new_tokens <= 1) | (prompt_lens >= max_cache_len)
+    method_state = method.prefill(method_params, method_state, tokens, prompt_lens)
     return SpecState(cache=cache, root=first, history=history, out_tokens=out, num_generated=jnp.ones((b,), jnp.int32),
                      accepted=accepted, num_steps=jnp.ones((b,), jnp.int32), done=done,
                      step=jnp.zeros((), jnp.int32), rng=rng, method_state=method_state)
@@ -114,19 +115,21 @@ def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_state, *, sa
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "method", "sampling", "eos_ids", "max_new_tokens"),
                    donate_argnames=("state",))
-def _loop_jit(graphdef, params, state: SpecState, *, method, sampling, eos_ids, max_new_tokens):
+def _loop_jit(graphdef, params, method_params, state: SpecState, *, method, sampling, eos_ids, max_new_tokens):
     model = nnx.merge(graphdef, params)
-    return jax.lax.while_loop(lambda s: ~jnp.all(s.done),
-                              lambda s: _spec_step(model, method, s, sampling, eos_ids, max_new_tokens), state)
+    return jax.lax.while_loop(
+        lambda s: ~jnp.all(s.done),
+        lambda s: _spec_step(model, method, method_params, s, sampling, eos_ids, max_new_tokens), state)
 
 
 def speculative_generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: list[list[int]], *, method: Method,
                          max_new_tokens: int, sampling: Sampling = Sampling(), eos_ids: tuple[int, ...] = (),
-                         seed: int = 0, max_cache_len: int = 2048, cache_dtype=None,
+                         seed: int = 0, max_cache_len: int = 2048, cache_dtype=None, method_params: Any = (),
                          method_state: Any = None) -> SpecResult:
     """Lossless speculative decoding of a batch of token-id prompts with `method`.
 
-    `method_state` (e.g. a warm adjacency matrix) is passed in and the updated one returned in the result.
+    `method_params` are the method's weights (e.g. a drafter's); `method_state` (e.g. a warm adjacency matrix) is
+    passed in and the updated one returned in the result.
     """
     if max_new_tokens < 1:
         raise UserError(f"max new tokens must be >= 1, got {max_new_tokens}")
@@ -134,14 +137,15 @@ def speculative_generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: lis
     if cache_dtype is None:
         cache_dtype = jax.tree.leaves(params)[0].dtype
     if method_state is None:
-        method_state = method.init_state(len(prompts))
+        method_state = method.init_state(method_params, len(prompts), max_cache_len)
     t0 = time.perf_counter()
     state = _prefill_jit(graphdef, params, jnp.asarray(tokens), jnp.asarray(lens), jax.random.key(seed),
-                         method_state, sampling=sampling, max_new_tokens=max_new_tokens, eos_ids=tuple(eos_ids),
+                         method_params, method_state, method=method, sampling=sampling,
+                         max_new_tokens=max_new_tokens, eos_ids=tuple(eos_ids),
                          max_cache_len=max_cache_len, cache_dtype=cache_dtype)
     jax.block_until_ready(state)
     t1 = time.perf_counter()
-    state = _loop_jit(graphdef, params, state, method=method, sampling=sampling, eos_ids=tuple(eos_ids),
+    state = _loop_jit(graphdef, params, method_params, state, method=method, sampling=sampling, eos_ids=tuple(eos_ids),
                       max_new_tokens=max_new_tokens)
     out, n, accepted, steps = jax.device_get((state.out_tokens, state.num_generated, state.accepted,
                                               state.num_steps))

@@ -3,7 +3,7 @@
 import pytest
 
 from jspec.decode import generate
-from jspec.methods import available, get_method
+from jspec.methods import available, build
 from jspec.models.loading import load_model
 from jspec.spec_decode import speculative_generate
 
@@ -16,6 +16,7 @@ PROMPTS = [
 ]
 NEW_TOKENS = 64
 SPEC_METHODS = sorted(set(available()))
+DRAFTER = {"draft_model": {"drafter": "truncate:12"}}  # SmolLM2 has no smaller sibling: a layer-truncated copy
 
 
 @pytest.fixture(scope="module")
@@ -37,10 +38,10 @@ def vanilla_tokens(smollm2, prompt_ids):
 @pytest.mark.real_model
 @pytest.mark.parametrize("name", SPEC_METHODS)
 def test_greedy_equals_vanilla_batch1(smollm2, prompt_ids, vanilla_tokens, name):
-    method = get_method(name)
+    method, params = build(name, smollm2, **DRAFTER.get(name, {}))
     state = None
     for ids, expected in zip(prompt_ids, vanilla_tokens):
-        res = speculative_generate(smollm2.graphdef, smollm2.params, [ids], method=method,
+        res = speculative_generate(smollm2.graphdef, smollm2.params, [ids], method=method, method_params=params,
                                    max_new_tokens=NEW_TOKENS, eos_ids=smollm2.eos_token_ids, max_cache_len=512,
                                    method_state=state)
         state = res.method_state  # hot start across prompts, as in serving
@@ -52,7 +53,8 @@ def test_greedy_equals_vanilla_batch1(smollm2, prompt_ids, vanilla_tokens, name)
 @pytest.mark.parametrize("name", SPEC_METHODS)
 def test_greedy_equals_vanilla_ragged_batch3(smollm2, prompt_ids, vanilla_tokens, name):
     rows = [0, 2, 4]  # different prompt lengths, different acceptance per step
+    method, params = build(name, smollm2, **DRAFTER.get(name, {}))
     res = speculative_generate(smollm2.graphdef, smollm2.params, [prompt_ids[i] for i in rows],
-                               method=get_method(name), max_new_tokens=NEW_TOKENS, eos_ids=smollm2.eos_token_ids,
+                               method=method, method_params=params, max_new_tokens=NEW_TOKENS, eos_ids=smollm2.eos_token_ids,
                                max_cache_len=512)
     assert res.tokens == [vanilla_tokens[i] for i in rows]

@@ -11,9 +11,10 @@ from flax import nnx
 
 import jspec.spec_decode as spec_decode
 from jspec.config import ModelConfig
-from jspec.methods import available, get_method
+from jspec.methods import available, build, get_method
 from jspec.models.cache import KVCache, causal_block_mask
 from jspec.models.decoder import Decoder
+from jspec.models.loading import LoadedModel
 from jspec.sampling import Sampling, target_probs
 from jspec.verify import accept
 
@@ -22,7 +23,8 @@ PROMPT = [5, 5, 7, 7, 4, 5, 6, 6]  # chosen so that PLD candidates get accepted 
 SAMPLES = 4000
 NEW = 3
 SAMPLING = Sampling(temperature=1.0, top_p=0.95)
-OPTIONS = {"pld": {"num_pred": 2, "max_ngram": 2}}  # short continuations so lookups hit on a short history
+# Short PLD continuations so lookups hit on a short history; a 1-layer truncated copy as the draft model.
+OPTIONS = {"pld": {"num_pred": 2, "max_ngram": 2}, "draft_model": {"drafter": "truncate:1", "gamma": 2}}
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +65,16 @@ def chi_square_pvalue(counts: np.ndarray, expected_p: np.ndarray) -> float:
     return float(jax.scipy.special.gammaincc(dof / 2.0, stat / 2.0))
 
 
-def sample_counts(graphdef, params, method, seed=0):
+def make_method(name, cfg, graphdef, params):
+    target = LoadedModel(name="tiny", cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
+                         chat=False)
+    return build(name, target, **OPTIONS.get(name, {}))
+
+
+def sample_counts(graphdef, params, method, method_params=(), seed=0):
     res = spec_decode.speculative_generate(graphdef, params, [PROMPT] * SAMPLES, method=method, max_new_tokens=NEW,
-                                           sampling=SAMPLING, seed=seed, max_cache_len=64)
+                                           sampling=SAMPLING, seed=seed, max_cache_len=64,
+                                           method_params=method_params)
     toks = np.array([t[:NEW] for t in res.tokens])
     counts = np.zeros((VOCAB,) * NEW, np.int64)
     np.add.at(counts, tuple(toks.T), 1)
@@ -76,8 +85,8 @@ def sample_counts(graphdef, params, method, seed=0):
 @pytest.mark.parametrize("name", sorted(available()))
 def test_first_tokens_follow_the_target_distribution(tiny, name):
     cfg, graphdef, params = tiny
-    method = get_method(name, **OPTIONS.get(name, {}))
-    counts, mat = sample_counts(graphdef, params, method)
+    method, method_params = make_method(name, cfg, graphdef, params)
+    counts, mat = sample_counts(graphdef, params, method, method_params)
     if name != "vanilla":
         assert mat > 1.03, f"{name} never got a candidate accepted: the test would not exercise it"
     assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3

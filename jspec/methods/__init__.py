@@ -1,7 +1,10 @@
 """Decoding methods by name. Each is a frozen dataclass (static config) with a state pytree; see methods/base.py."""
 
+from typing import Any
+
 from jspec.errors import UserError
 from jspec.methods.base import Method
+from jspec.methods.draft_model import DraftModel
 from jspec.methods.pld import PromptLookup
 
 ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "eagle3_pruned", "graft", "dflash",
@@ -9,7 +12,25 @@ ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "ea
 
 
 def available() -> dict[str, type[Method]]:
-    return {"vanilla": Method, "pld": PromptLookup}
+    return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel}
+
+
+def build(name: str, target, drafter: str | None = None, **options) -> tuple[Method, Any]:
+    """(method, method params) for a loaded target; `drafter` overrides the preset's default drafter."""
+    if name == "draft_model":
+        from jspec.config import model_presets
+        from jspec.drafters.draft_model import load_drafter
+
+        preset = model_presets().get(target.name)
+        spec = drafter or (preset.default_drafter if preset else None)
+        if not spec:
+            raise UserError("draft_model needs --drafter (a model name/path, or truncate:N for a layer-truncated "
+                            "copy of the target)")
+        graphdef, params = load_drafter(spec, target)
+        return get_method(name, drafter=graphdef, **options), params
+    if drafter is not None:
+        raise UserError(f"method {name!r} takes no drafter")
+    return get_method(name, **options), ()
 
 
 def get_method(name: str, **options) -> Method:

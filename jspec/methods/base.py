@@ -1,17 +1,18 @@
 """What a decoding method supplies to the speculative loop: a static tree size, a proposal and an observation hook.
 
-Methods are frozen (hashable) dataclasses: their fields are static configuration, compiled into the loop. Anything
-that changes while decoding (adjacency matrix, drafter parameters and caches) is the method's `state` pytree, passed
-in and out of the loop explicitly.
+Methods are frozen (hashable) dataclasses: their fields are static configuration, compiled into the loop. Weights a
+method needs (a drafter's parameters) are its `params` pytree, passed to every hook but never donated; anything that
+changes while decoding (adjacency matrix, drafter KV cache) is its `state` pytree, passed in and out of the loop.
 """
 
 import dataclasses
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from jspec.tree import Tree
+from jspec.tree import Tree, chain
 
 
 @jax.tree_util.register_dataclass
@@ -39,14 +40,16 @@ class Method:
     def max_depth(self) -> int:
         return 0
 
-    def init_state(self, batch: int) -> Any:
+    def init_state(self, params: Any, batch: int, max_cache_len: int) -> Any:
         return ()
 
-    def propose(self, state: Any, ctx: Context) -> tuple[Tree, Any]:
-        from jspec.tree import chain
+    def prefill(self, params: Any, state: Any, tokens: Int[Array, "B T"], prompt_lens: Int[Array, " B"]) -> Any:
+        """Called once after the target's prefill with the right-padded prompts."""
+        return state
 
-        return chain(ctx.root[:, None], (ctx.root >= 0)[:, None]), state
+    def propose(self, params: Any, state: Any, ctx: Context) -> tuple[Tree, Any]:
+        return chain(ctx.root[:, None], jnp.ones((ctx.root.shape[0], 1), bool)), state
 
-    def observe(self, state: Any, tree: Tree, logits: Float[Array, "B N V"]) -> Any:
+    def observe(self, params: Any, state: Any, tree: Tree, logits: Float[Array, "B N V"]) -> Any:
         """Called after every verification with the target's logits at every tree node."""
         return state

@@ -23,7 +23,7 @@ class PromptLookup(Method):
     def max_depth(self) -> int:
         return self.num_pred
 
-    def propose(self, state, ctx: Context):
+    def propose(self, params, state, ctx: Context):
         candidates, found = lookup(ctx.history, ctx.history_len, self.max_ngram, self.num_pred)
         tokens = jnp.concatenate([ctx.root[:, None], candidates], axis=1)
         valid = jnp.concatenate([jnp.ones_like(found)[:, None], jnp.broadcast_to(found[:, None], candidates.shape)],

@@ -67,7 +67,7 @@ def merge_tile(key, ids, run_key, run_id):
 
     best = jnp.max(key, axis=1, keepdims=True)
     wk = jnp.min(run_key, axis=1, keepdims=True)
-    go = _any(best > wk)  # `>=`: an equal key may still win on a lower id
+    go = _any(best >= wk)  # `>=`: an equal key may still win on a lower id
     _, _, run_key, run_id, _, _ = jax.lax.while_loop(lambda s: s[-1], body, (key, ids, run_key, run_id, best, go))
     return run_key, run_id
 

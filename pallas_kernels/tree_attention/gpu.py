@@ -19,8 +19,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 from jaxtyping import Array, Bool, Float, Int
 
-from pallas_kernels.tree_attention.common import cdiv, group_queries, num_window_blocks, round_up, ungroup_queries, \
-    window_mask
+from pallas_kernels.tree_attention.common import (cdiv, group_queries, num_window_blocks, round_up, ungroup_queries,
+                                                 window_mask)
 
 MIN_ROWS = 16  # tensor-core dot minimum
 MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in registers

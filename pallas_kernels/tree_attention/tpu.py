@@ -107,7 +107,8 @@ def tree_attention_tpu(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v
     kf = jnp.pad(k, pad_d).reshape(b, s, kv_heads * d_pad)  # no-ops when D % 128 == 0
     vf = jnp.pad(v, pad_d).reshape(b, s, kv_heads * d_pad)
     # q is small: bring it to the cache dtype rather than copying the cache.
-    qg = jnp.pad(group_queries(q.astype(k.dtype), kv_heads).swapaxes(2, 3), ((0, 0), (0, 0), (0, 0), (0, t_pad - t), (0, d_pad - d)))
+    qg = group_queries(q.astype(k.dtype), kv_heads).swapaxes(2, 3)  # [B, K, G, T, D]: g-major rows
+    qg = jnp.pad(qg, ((0, 0), (0, 0), (0, 0), (0, t_pad - t), (0, d_pad - d)))
     mask = jnp.pad(window_mask(start, block, block_k), ((0, 0), (0, t_pad - t), (0, 0))).astype(jnp.int32)
 
     def kv_index(bi, hi, qi, kb, start_ref):
