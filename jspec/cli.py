@@ -1,8 +1,9 @@
-"""`jspec` command line: generate | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
+"""`jspec` command line: generate | bench | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
 
 import argparse
 import json
 import sys
+import time
 
 from jspec.errors import UserError
 
@@ -50,6 +51,19 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
     gen.add_argument("--raw", action="store_true", help="do not apply the chat template")
     gen.add_argument("--json", action="store_true", help="one JSON record per prompt on stdout")
+    bench = sub.add_parser("bench", help="benchmark methods on datasets (MAT, tok/s, speedup vs vanilla)")
+    bench.add_argument("--model", default="smollm2-135m")
+    bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first")
+    bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
+                       "alpaca, xsum, sharegpt")
+    bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")
+    bench.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=256)
+    bench.add_argument("--temperature", type=float, default=0.0)
+    bench.add_argument("--top-p", type=float, default=1.0)
+    bench.add_argument("--seed", type=int, default=0)
+    bench.add_argument("--drafter", help="drafter for draft_model (model name/path or truncate:N)")
+    bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    bench.add_argument("--out", required=True, help="output folder for results.jsonl, summary.md, summary.png")
     add_assets_parser(sub)
     return parser
 
@@ -143,6 +157,42 @@ def run_generate(args) -> None:
             _emit(args, model, prompt, record)
 
 
+def run_bench(args) -> None:
+    import pathlib
+
+    import jax
+
+    from jspec.bench.datasets import DATASETS
+    from jspec.bench.report import write_report
+    from jspec.bench.runner import BenchConfig, run
+    from jspec.methods import get_method
+    from jspec.models.loading import load_model
+    from jspec.sampling import Sampling
+
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    for m in methods:
+        get_method(m, **_drafter_placeholder(m))
+    datasets = tuple(d.strip() for d in args.dataset.split(",") if d.strip())
+    for d in datasets:
+        if d not in DATASETS:
+            raise UserError(f"unknown dataset {d!r}; expected one of {', '.join(DATASETS)}")
+    dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
+    model = load_model(args.model, dtype=dtype)
+    cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
+                      sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
+                      drafter=args.drafter)
+    out = pathlib.Path(args.out)
+    run(model, cfg, out)
+    device = jax.devices()[0].device_kind
+    header = (f"# jspec bench: {model.name} ({dtype}) on {device}, {time.strftime('%Y-%m-%d')}\n\n"
+              f"`jspec bench --model {args.model} --methods {args.methods} --dataset {args.dataset} --limit "
+              f"{args.limit} --max-new-tokens {args.max_new_tokens} --temperature {args.temperature}`, batch 1; "
+              "speedup is measured against vanilla in the same run.")
+    for row in write_report(out, header):
+        print(f"{row['dataset']:10s} {row['method']:16s} MAT {row['mat']:.2f}  {row['tok_per_s']:8.1f} tok/s  "
+              f"speedup {row['speedup']:.2f}x  identical {100 * row['identical']:.0f}%")
+
+
 def _drafter_placeholder(method: str) -> dict:
     return {"drafter": None} if method == "draft_model" else {}
 
@@ -164,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "generate":
             run_generate(args)
+        elif args.command == "bench":
+            run_bench(args)
         else:
             from jspec.assets_cli import run_assets
 

@@ -40,8 +40,9 @@ class GenerationResult:
     decode_seconds: float
 
 
-def pad_prompts(prompts: list[list[int]], max_cache_len: int, bucket: int = 64) -> tuple[np.ndarray, np.ndarray]:
-    """Right-pad to a bucketed width (fewer recompiles) and check every prompt fits the cache."""
+def pad_prompts(prompts: list[list[int]], max_cache_len: int, bucket: int = 64, width: int | None = None
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """Right-pad to a bucketed width (fewer recompiles), or to `width`, and check every prompt fits the cache."""
     if not prompts:
         raise UserError("no prompts given")
     for i, p in enumerate(prompts):
@@ -50,7 +51,10 @@ def pad_prompts(prompts: list[list[int]], max_cache_len: int, bucket: int = 64) 
         if len(p) >= max_cache_len:
             raise UserError(f"prompt {i} has {len(p)} tokens but the cache holds {max_cache_len}: "
                             "raise --max-cache-len or shorten the prompt")
-    width = min(-(-max(map(len, prompts)) // bucket) * bucket, max_cache_len)
+    if width is None:
+        width = min(-(-max(map(len, prompts)) // bucket) * bucket, max_cache_len)
+    elif width < max(map(len, prompts)):
+        raise UserError(f"pad width {width} is shorter than the longest prompt ({max(map(len, prompts))} tokens)")
     tokens = np.zeros((len(prompts), width), np.int32)
     for i, p in enumerate(prompts):
         tokens[i, : len(p)] = p
@@ -120,11 +124,11 @@ def _decode_jit(graphdef, params, state: DecodeState, *, sampling, eos_ids):
 
 def generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: list[list[int]], *, max_new_tokens: int,
              sampling: Sampling = Sampling(), eos_ids: tuple[int, ...] = (), seed: int = 0,
-             max_cache_len: int = 2048, cache_dtype=None) -> GenerationResult:
+             max_cache_len: int = 2048, cache_dtype=None, pad_to: int | None = None) -> GenerationResult:
     """Vanilla autoregressive decoding of a batch of token-id prompts (one target forward per new token)."""
     if max_new_tokens < 1:
         raise UserError(f"max new tokens must be >= 1, got {max_new_tokens}")
-    tokens, lens = pad_prompts(prompts, max_cache_len)
+    tokens, lens = pad_prompts(prompts, max_cache_len, width=pad_to)
     if cache_dtype is None:
         cache_dtype = jax.tree.leaves(params)[0].dtype
     kwargs = dict(sampling=sampling, eos_ids=tuple(eos_ids))

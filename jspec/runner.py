@@ -11,8 +11,8 @@ from jspec.spec_decode import speculative_generate
 
 
 def run_batch(model: LoadedModel, method: Method, prompts: list[list[int]], *, max_new_tokens: int,
-              sampling: Sampling, seed: int, max_cache_len: int, method_params: Any = (), method_state: Any = None
-              ) -> tuple[list[dict], Any]:
+              sampling: Sampling, seed: int, max_cache_len: int, method_params: Any = (), method_state: Any = None,
+              pad_to: int | None = None) -> tuple[list[dict], Any]:
     """Records `{tokens, steps, accepted, mat, new_tokens, seconds, tok_per_s}` per prompt, and the method state.
 
     `vanilla` takes the plain decode loop (one target forward per token, no tree bookkeeping); every other method
@@ -20,7 +20,7 @@ def run_batch(model: LoadedModel, method: Method, prompts: list[list[int]], *, m
     """
     t0 = time.perf_counter()
     kwargs = dict(max_new_tokens=max_new_tokens, sampling=sampling, eos_ids=model.eos_token_ids, seed=seed,
-                  max_cache_len=max_cache_len)
+                  max_cache_len=max_cache_len, pad_to=pad_to)
     if type(method) is Method:
         res = generate(model.graphdef, model.params, prompts, **kwargs)
         accepted = [[1] * len(t) for t in res.tokens]

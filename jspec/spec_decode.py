@@ -125,7 +125,7 @@ def _loop_jit(graphdef, params, method_params, state: SpecState, *, method, samp
 def speculative_generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: list[list[int]], *, method: Method,
                          max_new_tokens: int, sampling: Sampling = Sampling(), eos_ids: tuple[int, ...] = (),
                          seed: int = 0, max_cache_len: int = 2048, cache_dtype=None, method_params: Any = (),
-                         method_state: Any = None) -> SpecResult:
+                         method_state: Any = None, pad_to: int | None = None) -> SpecResult:
     """Lossless speculative decoding of a batch of token-id prompts with `method`.
 
     `method_params` are the method's weights (e.g. a drafter's); `method_state` (e.g. a warm adjacency matrix) is
@@ -133,7 +133,7 @@ def speculative_generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: lis
     """
     if max_new_tokens < 1:
         raise UserError(f"max new tokens must be >= 1, got {max_new_tokens}")
-    tokens, lens = pad_prompts(prompts, max_cache_len)
+    tokens, lens = pad_prompts(prompts, max_cache_len, width=pad_to)
     if cache_dtype is None:
         cache_dtype = jax.tree.leaves(params)[0].dtype
     if method_state is None:

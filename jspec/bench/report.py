@@ -1,0 +1,59 @@
+"""summary.md and plots from results.jsonl: MAT, tok/s, speedup over vanilla (same run), identical-to-vanilla rate."""
+
+import collections
+import json
+import pathlib
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+
+def summarize(records: list[dict]) -> list[dict]:
+    """One row per (dataset, method): token-weighted MAT and tok/s, speedup vs that dataset's vanilla."""
+    groups = collections.defaultdict(list)
+    for r in records:
+        groups[(r["dataset"], r["method"])].append(r)
+    rows = []
+    for (dataset, method), rs in groups.items():
+        tokens = sum(r["new_tokens"] for r in rs)
+        rows.append({"dataset": dataset, "method": method, "prompts": len(rs),
+                     "mat": tokens / sum(r["steps"] for r in rs), "tok_per_s": tokens / sum(r["seconds"] for r in rs),
+                     "identical": sum(r["identical"] for r in rs) / len(rs)})
+    vanilla = {r["dataset"]: r["tok_per_s"] for r in rows if r["method"] == "vanilla"}
+    for r in rows:
+        r["speedup"] = r["tok_per_s"] / vanilla[r["dataset"]] if r["dataset"] in vanilla else float("nan")
+    return rows
+
+
+def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
+    records = [json.loads(line) for line in open(out_dir / "results.jsonl", encoding="utf-8")]
+    rows = summarize(records)
+    lines = [header, "", "| dataset | method | prompts | MAT | tok/s | speedup vs vanilla | identical to vanilla |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['dataset']} | {r['method']} | {r['prompts']} | {r['mat']:.2f} | {r['tok_per_s']:.1f} | "
+                     f"{r['speedup']:.2f}x | {100 * r['identical']:.0f}% |")
+    (out_dir / "summary.md").write_text("\n".join(lines).lstrip() + "\n", encoding="utf-8")
+    _plot(rows, out_dir / "summary.png")
+    return rows
+
+
+def _plot(rows: list[dict], path: pathlib.Path) -> None:
+    datasets = sorted({r["dataset"] for r in rows})
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    by = {(r["dataset"], r["method"]): r for r in rows}
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / len(methods)
+    for ax, key, label in ((axes[0], "speedup", "speedup over vanilla"), (axes[1], "mat", "mean accepted tokens")):
+        for j, m in enumerate(methods):
+            xs = [i + j * width for i in range(len(datasets))]
+            ax.bar(xs, [by[(d, m)][key] if (d, m) in by else 0 for d in datasets], width, label=m)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(datasets))], datasets)
+        ax.set_ylabel(label)
+        ax.axhline(1.0, color="k", lw=0.5)
+    axes[0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

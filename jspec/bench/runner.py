@@ -1,0 +1,73 @@
+"""Run methods over datasets on one model: vanilla first (the reference for speed and identical-output rate), every
+prompt padded to one width per dataset so each method compiles once, a warm-up call before timing."""
+
+import dataclasses
+import json
+import pathlib
+import time
+
+from tqdm import tqdm
+
+from jspec.bench.datasets import load_prompts
+from jspec.errors import UserError
+from jspec.methods import build
+from jspec.models.loading import LoadedModel
+from jspec.runner import run_batch
+from jspec.sampling import Sampling
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchConfig:
+    methods: tuple[str, ...]
+    datasets: tuple[str, ...]
+    limit: int
+    max_new_tokens: int = 256
+    sampling: Sampling = Sampling()
+    seed: int = 0
+    drafter: str | None = None
+    max_prompt_tokens: int = 1024
+
+
+def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: bool = True) -> list[dict]:
+    """Writes `results.jsonl` (one record per method x prompt) under `out_dir` and returns the records."""
+    methods = ("vanilla",) + tuple(m for m in cfg.methods if m != "vanilla")
+    built = {name: build(name, model, cfg.drafter if name == "draft_model" else None) for name in methods}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    records = []
+    with open(out_dir / "results.jsonl", "w", encoding="utf-8") as sink:
+        for dataset in cfg.datasets:
+            prompts = _encode(model, load_prompts(dataset, cfg.limit), cfg.max_prompt_tokens)
+            width = -(-max(len(p["ids"]) for p in prompts) // 64) * 64
+            cache_len = width + cfg.max_new_tokens + 128  # room for the largest tree past the last token
+            reference = {}
+            for name in methods:
+                method, params = built[name]
+                kw = dict(max_new_tokens=cfg.max_new_tokens, sampling=cfg.sampling, max_cache_len=cache_len,
+                          method_params=params, pad_to=width)
+                run_batch(model, method, [prompts[0]["ids"]], seed=cfg.seed, **kw)  # compile outside the timing
+                state = None
+                bar = tqdm(prompts, desc=f"{dataset}/{name}", disable=not progress, unit="prompt")
+                for i, p in enumerate(bar):
+                    [rec], state = run_batch(model, method, [p["ids"]], seed=cfg.seed + i, method_state=state, **kw)
+                    if name == "vanilla":
+                        reference[p["id"]] = rec["tokens"]
+                    rec = {"dataset": dataset, "method": name, "id": p["id"], "prompt_tokens": len(p["ids"]),
+                           **rec, "identical": rec["tokens"] == reference[p["id"]], "model": model.name,
+                           "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
+                    sink.write(json.dumps(rec) + "\n")
+                    sink.flush()
+                    records.append(rec)
+                    bar.set_postfix(mat=f"{rec['mat']:.2f}", tok_s=f"{rec['tok_per_s']:.1f}")
+    return records
+
+
+def _encode(model: LoadedModel, prompts: list[dict], max_tokens: int) -> list[dict]:
+    out = []
+    for p in prompts:
+        ids = model.tokenizer.encode_chat([{"role": "user", "content": p["prompt"]}]) if model.chat else \
+            model.tokenizer.encode(p["prompt"])
+        if len(ids) <= max_tokens:  # very long articles/conversations would dominate the cache size
+            out.append({**p, "ids": ids})
+    if not out:
+        raise UserError(f"every prompt is longer than {max_tokens} tokens")
+    return out
