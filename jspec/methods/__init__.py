@@ -6,13 +6,14 @@ from jspec.errors import UserError
 from jspec.methods.base import Method
 from jspec.methods.draft_model import DraftModel
 from jspec.methods.pld import PromptLookup
+from jspec.methods.token_recycling import TokenRecycling
 
 ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "eagle3_pruned", "graft", "dflash",
                "domino", "graft_tail")
 
 
 def available() -> dict[str, type[Method]]:
-    return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel}
+    return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel, "token_recycling": TokenRecycling}
 
 
 def build(name: str, target, drafter: str | None = None, **options) -> tuple[Method, Any]:
@@ -30,6 +31,8 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
         return get_method(name, drafter=graphdef, **options), params
     if drafter is not None:
         raise UserError(f"method {name!r} takes no drafter")
+    if name == "token_recycling":
+        options = {"vocab_size": target.cfg.vocab_size, **options}
     return get_method(name, **options), ()
 
 

@@ -22,6 +22,7 @@ from jaxtyping import Array, Bool, Float, Int
 from jspec.errors import UserError
 from jspec.retrieval.templates import Template
 from pallas_kernels.adjacency_update import adjacency_update, adjacency_update_reference
+from pallas_kernels.adjacency_update.api import KERNEL_PLATFORMS
 
 FORMAT = "jspec-adjacency"
 VERSION = 1
@@ -65,8 +66,7 @@ def update(adj: Adjacency, tokens: Int[Array, "B N"], valid: Bool[Array, "B N"],
     kernel in interpret mode (slow; for tests).
     """
     tokens, valid, logits = _flatten(adj, tokens, valid, logits)
-    platform = jax.default_backend()
-    accelerated = platform in ("gpu", "cuda", "rocm", "tpu")
+    accelerated = jax.default_backend() in KERNEL_PLATFORMS
     if use_kernel is None:
         use_kernel = accelerated
     if not use_kernel:

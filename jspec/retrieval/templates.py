@@ -93,11 +93,20 @@ def _paths(levels: tuple[str, ...]) -> list[tuple[int, ...]]:
     return [tuple(int(c) for c in word) for level in levels for word in level.split()]
 
 
+TR_SIZE = 81
+
+
+def tr_prefix(size: int) -> Template:
+    """The first `size` slots of the 2.2.2 tree (root included): a BFS prefix keeps every parent."""
+    if not 1 <= size <= TR_SIZE:
+        raise UserError(f"a Token Recycling tree has 1..{TR_SIZE} slots, got {size}")
+    return Template.from_paths(_paths(TR_222)[: size - 1])
+
+
 def template(name: str) -> Template:
     """`"tr-2.2.2"`: the 81-slot Token Recycling tree; `"tr-60"`: its first 59 nodes + root (a 60-slot budget)."""
-    paths = _paths(TR_222)
     if name == "tr-2.2.2":
-        return Template.from_paths(paths)
+        return tr_prefix(TR_SIZE)
     if name == "tr-60":
-        return Template.from_paths(paths[:59])  # a BFS prefix keeps every parent
+        return tr_prefix(60)
     raise UserError(f"unknown template {name!r}; expected 'tr-2.2.2' or 'tr-60'")

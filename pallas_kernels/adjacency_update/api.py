@@ -1,6 +1,7 @@
 """Adjacency update entry point: picks the fused top-k kernel for the platform, or the pure-JAX reference."""
 
 import jax
+import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 from jaxtyping import Array, Bool, Float, Int
 
@@ -8,12 +9,13 @@ from pallas_kernels.adjacency_update import kernel
 from pallas_kernels.adjacency_update.reference import scatter_rows, topk_reference
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+KERNEL_PLATFORMS = (*GPU_PLATFORMS, "tpu")
 
 
 def kernel_supported(rows: int, vocab: int, k: int, dtype) -> bool:
     """The kernels need a power-of-two k (Triton register tiles), a float dtype, and at least k ids per row."""
     return (rows > 0 and 0 < k <= 128 and k & (k - 1) == 0 and vocab >= k and vocab < kernel.SENTINEL
-            and jax.numpy.issubdtype(dtype, jax.numpy.floating) and jax.numpy.dtype(dtype).itemsize <= 4)
+            and jnp.issubdtype(dtype, jnp.floating) and jnp.dtype(dtype).itemsize <= 4)
 
 
 def topk_indices(logits: Float[Array, "M V"], k: int = 8, *, platform: str | None = None,

@@ -15,15 +15,16 @@ def scatter_rows(table: Int[Array, "V k"], tokens: Int[Array, " M"], valid: Bool
     """`table[tokens[m]] = rows[m]` for valid m; the last valid occurrence of a token wins; out-of-range tokens skip.
 
     Losers of a duplicate are routed to distinct out-of-range indices and dropped, so the scatter has unique
-    indices and its result does not depend on the backend's write order. The [M, M] comparison is cheap at tree
-    sizes (M = B * N <= a few thousand).
+    indices and its result does not depend on the backend's write order. The winner of each token is found with a
+    scatter-max of positions into a [V] array: O(M + V), so large batches stay cheap.
     """
     vocab = table.shape[0]
     m = tokens.shape[0]
-    pos = jnp.arange(m)
+    pos = jnp.arange(m, dtype=jnp.int32)
     valid = valid & (tokens >= 0) & (tokens < vocab)
-    overwritten = jnp.any((tokens[:, None] == tokens[None, :]) & valid[None, :] & (pos[None, :] > pos[:, None]), axis=1)
-    dest = jnp.where(valid & ~overwritten, tokens, vocab + pos)
+    last = jnp.full((vocab,), -1, jnp.int32).at[jnp.where(valid, tokens, vocab)].max(pos, mode="drop")
+    winner = valid & (last[jnp.clip(tokens, 0, vocab - 1)] == pos)
+    dest = jnp.where(winner, tokens, vocab + pos)
     return table.at[dest].set(rows.astype(table.dtype), mode="drop", unique_indices=True)
 
 
