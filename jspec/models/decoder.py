@@ -5,17 +5,23 @@ matmul each. The forward takes an explicit cache and a `BlockMask` (committed pr
 prefill, single-token decode and tree verification are the same call with different masks.
 """
 
+import os
+
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Float, Int
 
 from jspec.config import ModelConfig
 from jspec.models.cache import BlockMask, KVCache
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
+from pallas_kernels.tree_attention.api import tree_attention
 
-_MASKED = -1e30
 
+def _attention_kernel() -> str | None:
+    # The Pallas kernels are opt-in (JSPEC_ATTENTION=pallas) until measured inside the decode loop; the XLA
+    # reference is the default everywhere.
+    return None if os.environ.get("JSPEC_ATTENTION") else "reference"
 
 def _param(rngs: nnx.Rngs, shape: tuple[int, ...], dtype, std: float = 0.02) -> nnx.Param:
     return nnx.Param((jax.random.normal(rngs.params(), shape, jnp.float32) * std).astype(dtype))
@@ -30,20 +36,6 @@ class RMSNorm(nnx.Module):
         xf = x.astype(jnp.float32)
         xf = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + self.eps)
         return self.weight[...] * xf.astype(x.dtype)  # same rounding order as HF
-
-
-def attend(
-    q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v: Float[Array, "B S K D"], mask: Bool[Array, "B T S"]
-) -> Float[Array, "B T H D"]:
-    """Reference GQA attention of T queries over S cache slots under an arbitrary boolean mask."""
-    b, t, h, d = q.shape
-    kv_heads = k.shape[2]
-    qg = q.reshape(b, t, kv_heads, h // kv_heads, d)
-    scores = jnp.einsum("btkgd,bskd->bkgts", qg, k, preferred_element_type=jnp.float32) * (d**-0.5)
-    scores = jnp.where(mask[:, None, None, :, :], scores, _MASKED)
-    probs = jax.nn.softmax(scores, axis=-1).astype(v.dtype)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs, v)
-    return out.reshape(b, t, h, d)
 
 
 class Attention(nnx.Module):
@@ -73,7 +65,8 @@ class Attention(nnx.Module):
         # Scatter straight into the [L, B, S, K, D] cache so XLA updates the donated buffer in place.
         k_all = k_all.at[layer, write_rows, write_slots].set(k.astype(k_all.dtype), mode="drop")
         v_all = v_all.at[layer, write_rows, write_slots].set(v.astype(v_all.dtype), mode="drop")
-        out = attend(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.dense(k_all.shape[2]))
+        out = tree_attention(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.start, mask.block,
+                             kernel=_attention_kernel())
         return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_all, v_all
 
 
