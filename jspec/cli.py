@@ -118,7 +118,8 @@ def encode_record(tokenizer, rec: dict, chat: bool) -> tuple[str, list[int]]:
 def run_generate(args) -> None:
     from jspec.methods import build, get_method
 
-    get_method(args.method, **_drafter_placeholder(args.method))  # validate the name before anything heavy is loaded
+    # Validate the name and options before anything heavy is loaded.
+    get_method(args.method, **_drafter_placeholder(args.method), **_budget_option(args.method, args.budget))
     import jax
 
     from jspec.config import decode_defaults
@@ -138,7 +139,7 @@ def run_generate(args) -> None:
     if cache_len > model.cfg.max_position:
         raise UserError(f"--max-cache-len {cache_len} exceeds the context length of {model.name} "
                         f"({model.cfg.max_position} tokens)")
-    method, method_params = build(args.method, model, args.drafter)
+    method, method_params = build(args.method, model, args.drafter, **_budget_option(args.method, args.budget))
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
     method_state = None
@@ -191,6 +192,11 @@ def run_bench(args) -> None:
     for row in write_report(out, header):
         print(f"{row['dataset']:10s} {row['method']:16s} MAT {row['mat']:.2f}  {row['tok_per_s']:8.1f} tok/s  "
               f"speedup {row['speedup']:.2f}x  identical {100 * row['identical']:.0f}%")
+
+
+def _budget_option(method: str, budget: int) -> dict:
+    """--budget sizes the tree of the methods whose tree is a budget (token_recycling); the others are fixed."""
+    return {"budget": budget} if method == "token_recycling" else {}
 
 
 def _drafter_placeholder(method: str) -> dict:
