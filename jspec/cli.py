@@ -1,4 +1,4 @@
-"""`jspec` command line: generate | bench | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
+"""`jspec` command line: generate | bench | calibrate | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
 
 import argparse
 import json
@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--budget", type=_positive_int("--budget"), default=60, help="verification slots per step")
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
+    gen.add_argument("--method-state", help="start from a saved method state (e.g. `jspec calibrate` output)")
     gen.add_argument("--raw", action="store_true", help="do not apply the chat template")
     gen.add_argument("--json", action="store_true", help="one JSON record per prompt on stdout")
     bench = sub.add_parser("bench", help="benchmark methods on datasets (MAT, tok/s, speedup vs vanilla)")
@@ -64,6 +65,14 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--drafter", help="drafter for draft_model (model name/path or truncate:N)")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     bench.add_argument("--out", required=True, help="output folder for results.jsonl, summary.md, summary.png")
+    cal = sub.add_parser("calibrate", help="warm up a method's state on ShareGPT prompts and save it")
+    cal.add_argument("--model", default="smollm2-135m")
+    cal.add_argument("--method", default="token_recycling")
+    cal.add_argument("--warmup", type=_positive_int("--warmup"), default=5, help="ShareGPT prompts to decode")
+    cal.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=256)
+    cal.add_argument("--budget", type=_positive_int("--budget"), default=60)
+    cal.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    cal.add_argument("--out", required=True, help="file to write the state to (load it with --method-state)")
     add_assets_parser(sub)
     return parser
 
@@ -142,7 +151,7 @@ def run_generate(args) -> None:
     method, method_params = build(args.method, model, args.drafter, **_budget_option(args.method, args.budget))
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
-    method_state = None
+    method_state = method.load_state(args.method_state) if args.method_state else None
     for start in range(0, len(encoded), args.batch_size):
         batch = encoded[start : start + args.batch_size]
         try:
@@ -194,6 +203,32 @@ def run_bench(args) -> None:
               f"speedup {row['speedup']:.2f}x  identical {100 * row['identical']:.0f}%")
 
 
+def run_calibrate(args) -> None:
+    import jax
+    from tqdm import tqdm
+
+    from jspec.bench.datasets import load_prompts
+    from jspec.methods import build, get_method
+    from jspec.models.loading import load_model
+    from jspec.runner import run_batch
+    from jspec.sampling import Sampling
+
+    get_method(args.method, **_drafter_placeholder(args.method), **_budget_option(args.method, args.budget))
+    dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
+    model = load_model(args.model, dtype=dtype)
+    method, params = build(args.method, model, None, **_budget_option(args.method, args.budget))
+    encoded = (model.tokenizer.encode_chat([{"role": "user", "content": r["prompt"]}])
+               for r in load_prompts("sharegpt", 20 * args.warmup))
+    prompts = [ids for ids in encoded if len(ids) <= 1024][: args.warmup]  # long conversations would size the cache
+    state = None
+    for i, ids in enumerate(tqdm(prompts, desc="warm-up", unit="prompt")):
+        _, state = run_batch(model, method, [ids], max_new_tokens=args.max_new_tokens, sampling=Sampling(), seed=i,
+                             max_cache_len=len(ids) + args.max_new_tokens + 128, method_params=params,
+                             method_state=state)
+    method.save_state(state, args.out)
+    print(f"jspec: saved {args.method} state after {len(prompts)} ShareGPT prompts to {args.out}", file=sys.stderr)
+
+
 def _budget_option(method: str, budget: int) -> dict:
     """--budget sizes the tree of the methods whose tree is a budget (token_recycling); the others are fixed."""
     return {"budget": budget} if method == "token_recycling" else {}
@@ -222,6 +257,8 @@ def main(argv: list[str] | None = None) -> int:
             run_generate(args)
         elif args.command == "bench":
             run_bench(args)
+        elif args.command == "calibrate":
+            run_calibrate(args)
         else:
             from jspec.assets_cli import run_assets
 

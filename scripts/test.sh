@@ -3,5 +3,5 @@
 source "$(dirname "$0")/_venv.sh"
 ensure_venv
 ensure_hf_venv
-.venv/bin/jspec assets install --models smollm2-135m,qwen2.5-coder-0.5b
+.venv/bin/jspec assets install --models smollm2-135m,qwen2.5-coder-0.5b --datasets all
 exec .venv/bin/python -m pytest -n 2 --durations=15 "$@"

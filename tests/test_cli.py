@@ -343,3 +343,36 @@ def test_plain_text_output(loaded):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
     assert "[vanilla] " in proc.stderr and "tok/s" in proc.stderr
+
+
+@real_model
+def test_calibrate_then_generate_with_the_saved_state(loaded, tmp_path):
+    state = tmp_path / "tr.npz"
+    proc = subprocess.run([sys.executable, "-m", "jspec.cli", "calibrate", "--warmup", "1", "--max-new-tokens", "4",
+                           "--dtype", "float32", "--out", str(state)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    assert state.stat().st_size > 0
+    records = _records(generate("--method", "token_recycling", "--method-state", str(state), "--prompt", "Hi",
+                                "--max-new-tokens", "4", "--json"))
+    assert records[0]["method"] == "token_recycling" and 1 <= records[0]["new_tokens"] <= 4
+    assert_user_error(generate("--method", "pld", "--method-state", str(state), "--prompt", "Hi"), "no state")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip")
+    assert_user_error(generate("--method", "token_recycling", "--method-state", str(tmp_path / "bad.npz"),
+                               "--prompt", "Hi"), "corrupt")
+
+
+@real_model
+def test_bench_writes_results_summary_and_plot(loaded, tmp_path):
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "jspec.cli", "bench", "--methods", "vanilla,pld,token_recycling",
+                           "--dataset", "humaneval", "--limit", "2", "--max-new-tokens", "8", "--dtype", "float32",
+                           "--out", str(out)], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [(r["method"], r["dataset"]) for r in rows] == [(m, "humaneval") for m in
+                                                          ("vanilla", "vanilla", "pld", "pld", "token_recycling",
+                                                           "token_recycling")]
+    assert all(r["identical"] for r in rows)  # greedy float32: lossless
+    summary = (out / "summary.md").read_text()
+    assert "| humaneval | token_recycling | 2 |" in summary and "100%" in summary
+    assert (out / "summary.png").stat().st_size > 1000

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
+from jspec.errors import UserError
 from jspec.tree import Tree, chain
 
 
@@ -53,3 +54,10 @@ class Method:
     def observe(self, params: Any, state: Any, tree: Tree, logits: Float[Array, "B N V"]) -> Any:
         """Called after every verification with the target's logits at every tree node."""
         return state
+
+    def save_state(self, state: Any, path: str) -> None:
+        """Persists what the method learned while decoding (e.g. a warmed-up adjacency matrix)."""
+        raise UserError(f"method {self.name!r} keeps no state to save")
+
+    def load_state(self, path: str) -> Any:
+        raise UserError(f"method {self.name!r} keeps no state to load")

@@ -52,3 +52,9 @@ class TokenRecycling(Method):
 
     def observe(self, params, state: adjacency.Adjacency, tree, logits) -> adjacency.Adjacency:
         return adjacency.update(state, tree.tokens, tree.valid, logits)
+
+    def save_state(self, state: adjacency.Adjacency, path: str) -> None:
+        adjacency.save(state, path)
+
+    def load_state(self, path: str) -> adjacency.Adjacency:
+        return adjacency.load(path, vocab_size=self.vocab_size, k=self.k)
