@@ -1,4 +1,4 @@
-"""`jspec` command line: generate | bench | calibrate | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
+"""`jspec` command line: generate | bench | calibrate | train | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
 
 import argparse
 import json
@@ -73,6 +73,19 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--budget", type=_positive_int("--budget"), default=60)
     cal.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     cal.add_argument("--out", required=True, help="file to write the state to (load it with --method-state)")
+    train = sub.add_parser("train", help="drafter training pipeline")
+    train_sub = train.add_subparsers(dest="train_command", required=True, parser_class=_Parser)
+    dist = train_sub.add_parser("distill", help="self-distillation data: the target answers ShareGPT prompts")
+    dist.add_argument("--model", default="smollm2-135m")
+    dist.add_argument("--out", required=True)
+    dist.add_argument("--num-prompts", type=_positive_int("--num-prompts"), default=1000)
+    dist.add_argument("--max-prompt-tokens", type=_positive_int("--max-prompt-tokens"), default=512)
+    dist.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=256)
+    dist.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8)
+    dist.add_argument("--shard-size", type=_positive_int("--shard-size"), default=64)
+    dist.add_argument("--seed", type=int, default=0)
+    dist.add_argument("--temperature", type=float, default=0.0)
+    dist.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     add_assets_parser(sub)
     return parser
 
@@ -203,6 +216,23 @@ def run_bench(args) -> None:
               f"speedup {row['speedup']:.2f}x  identical {100 * row['identical']:.0f}%")
 
 
+def run_train(args) -> None:
+    import pathlib
+
+    import jax
+
+    from jspec.models.loading import load_model
+    from jspec.train.distill import DistillConfig, distill
+
+    cfg = DistillConfig(num_prompts=args.num_prompts, max_prompt_tokens=args.max_prompt_tokens,
+                        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=args.shard_size,
+                        seed=args.seed, temperature=args.temperature)
+    dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
+    model = load_model(args.model, dtype=dtype)
+    n = distill(model, pathlib.Path(args.out), cfg)
+    print(f"jspec: {n} distillation records in {args.out}", file=sys.stderr)
+
+
 def run_calibrate(args) -> None:
     import jax
     from tqdm import tqdm
@@ -259,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
             run_bench(args)
         elif args.command == "calibrate":
             run_calibrate(args)
+        elif args.command == "train":
+            run_train(args)
         else:
             from jspec.assets_cli import run_assets
 

@@ -1,0 +1,125 @@
+"""Self-distillation data: the target regenerates answers to ShareGPT prompts, stored as token ids + loss masks.
+
+Drafters are trained on the target's own outputs (EAGLE-3, DFlash, Domino recipes), so the data is the target's
+continuation of each prompt's first user turn under its chat template. Output folder layout:
+
+    manifest.json        settings (model, seed, sampling, lengths) and the number of shards written
+    shard-00000.npz      tokens (int32, concatenated prompt + answer per record), offsets [n + 1],
+                         prompt_lens [n] (loss only on positions >= prompt_len), ids [n]
+
+Shards are written atomically and in order, so an interrupted run resumes after the last complete shard and
+produces the same files as an uninterrupted one (prompts in file order, per-shard seeds).
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+
+import numpy as np
+from tqdm import tqdm
+
+from jspec.bench.datasets import load_prompts
+from jspec.decode import generate
+from jspec.errors import UserError
+from jspec.models.loading import LoadedModel
+from jspec.sampling import Sampling
+
+FORMAT = "jspec-distill-v1"
+
+
+@dataclasses.dataclass(frozen=True)
+class DistillConfig:
+    num_prompts: int
+    max_prompt_tokens: int = 512
+    max_new_tokens: int = 256
+    batch_size: int = 8
+    shard_size: int = 64  # prompts per shard: the unit of resumption
+    seed: int = 0
+    temperature: float = 0.0
+    top_p: float = 1.0
+
+    def __post_init__(self):
+        if self.shard_size % self.batch_size:
+            raise UserError(f"shard size {self.shard_size} must be a multiple of the batch size {self.batch_size}")
+
+
+def _manifest(model: LoadedModel, cfg: DistillConfig) -> dict:
+    return {"format": FORMAT, "model": model.name, "dtype": model.dtype, "vocab_size": model.cfg.vocab_size,
+            "config": dataclasses.asdict(cfg)}
+
+
+def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, list[int]]]:
+    """The first `num_prompts` ShareGPT first turns (file order) that fit `max_prompt_tokens` under the template."""
+    out = []
+    for rec in load_prompts("sharegpt", None):
+        ids = model.tokenizer.encode_chat([{"role": "user", "content": rec["prompt"]}])
+        if len(ids) <= cfg.max_prompt_tokens:
+            out.append((rec["id"], ids))
+            if len(out) == cfg.num_prompts:
+                return out
+    raise UserError(f"only {len(out)} ShareGPT prompts fit {cfg.max_prompt_tokens} tokens; asked for "
+                    f"{cfg.num_prompts}")
+
+
+def distill(model: LoadedModel, out_dir: pathlib.Path, cfg: DistillConfig, progress: bool = True) -> int:
+    """Generates (or resumes) the dataset; returns the number of records on disk."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    manifest_path = out_dir / "manifest.json"
+    manifest = _manifest(model, cfg)
+    if manifest_path.exists():
+        old = json.loads(manifest_path.read_text())
+        if {k: v for k, v in old.items() if k != "shards"} != manifest:
+            raise UserError(f"{out_dir} holds data made with other settings; use a new --out folder")
+    prompts = _select_prompts(model, cfg)
+    shards = [prompts[i : i + cfg.shard_size] for i in range(0, len(prompts), cfg.shard_size)]
+    done = sum(1 for i in range(len(shards)) if (out_dir / f"shard-{i:05d}.npz").exists())
+    sampling = Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
+    width = -(-cfg.max_prompt_tokens // 64) * 64  # one prompt width for every batch: one compilation
+    bar = tqdm(total=len(prompts), initial=sum(map(len, shards[:done])), desc="distill", unit="prompt",
+               disable=not progress)
+    for index in range(done, len(shards)):
+        records = []
+        for b in range(0, len(shards[index]), cfg.batch_size):
+            batch = shards[index][b : b + cfg.batch_size]
+            res = generate(model.graphdef, model.params, [ids for _, ids in batch], max_new_tokens=cfg.max_new_tokens,
+                           sampling=sampling, eos_ids=model.eos_token_ids, seed=cfg.seed + index * cfg.shard_size + b,
+                           max_cache_len=width + cfg.max_new_tokens, pad_to=width)
+            records += [(rid, ids, new) for (rid, ids), new in zip(batch, res.tokens)]
+            bar.update(len(batch))
+        _write_shard(out_dir / f"shard-{index:05d}.npz", records)
+        manifest_path.write_text(json.dumps({**manifest, "shards": index + 1}, indent=2))
+    bar.close()
+    manifest_path.write_text(json.dumps({**manifest, "shards": len(shards)}, indent=2))
+    return len(prompts)
+
+
+def _write_shard(path: pathlib.Path, records: list[tuple[str, list[int], list[int]]]) -> None:
+    seqs = [ids + new for _, ids, new in records]
+    offsets = np.cumsum([0] + [len(s) for s in seqs]).astype(np.int64)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as f:
+        np.savez(f, tokens=np.concatenate([np.asarray(s, np.int32) for s in seqs]), offsets=offsets,
+                 prompt_lens=np.array([len(ids) for _, ids, _ in records], np.int32),
+                 ids=np.array([rid for rid, _, _ in records]))
+    os.replace(tmp, path)
+
+
+def read_dataset(out_dir: pathlib.Path):
+    """Yields (id, tokens [L] int32, loss_mask [L] bool) for every record, in order."""
+    manifest_path = out_dir / "manifest.json"
+    if not manifest_path.exists():
+        raise UserError(f"{out_dir} is not a distillation folder (no manifest.json)")
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("format") != FORMAT:
+        raise UserError(f"{out_dir}: unknown data format {manifest.get('format')!r}")
+    for index in range(manifest.get("shards", 0)):
+        path = out_dir / f"shard-{index:05d}.npz"
+        try:
+            with np.load(path, allow_pickle=False) as f:
+                tokens, offsets, prompt_lens, ids = f["tokens"], f["offsets"], f["prompt_lens"], f["ids"]
+        except (OSError, ValueError, KeyError) as e:
+            raise UserError(f"{path} is missing or corrupt ({e}); delete it and rerun to regenerate it") from None
+        for j in range(len(prompt_lens)):
+            seq = tokens[offsets[j] : offsets[j + 1]]
+            yield str(ids[j]), seq, np.arange(len(seq)) >= prompt_lens[j]
