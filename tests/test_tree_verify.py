@@ -133,3 +133,16 @@ def test_pld_lookup():
     hist2 = jnp.array([[3, 9, 4, 3, 9, 5, 3]])  # only the unigram 3 repeats; earliest match wins
     cand, found = lookup(hist2, jnp.array([7]), max_ngram=3, num_pred=2)
     assert found.tolist() == [True] and cand[0].tolist() == [9, 4]
+
+
+def test_block_mask_window_for_level_by_level_drafting():
+    # Window of 5 slots from start 4: slots 0-2 hold an earlier level; the 2 new tokens go to slots 3 and 4.
+    block = np.zeros((1, 2, 5), bool)
+    block[0, 0, [0, 3]] = True  # new token 0: child of slot 0
+    block[0, 1, [1, 2, 4]] = True  # new token 1: child of slot 2, grandchild of slot 1
+    mask = BlockMask(jnp.array([4]), jnp.asarray(block), offset=3)
+    assert mask.valid.tolist() == [[True, True]] and not mask.is_square
+    assert mask.write_slots(16).tolist() == [[7, 8]]
+    dense = np.asarray(mask.dense(16))[0]
+    assert np.flatnonzero(dense[0]).tolist() == [0, 1, 2, 3, 4, 7]
+    assert np.flatnonzero(dense[1]).tolist() == [0, 1, 2, 3, 5, 6, 8]

@@ -1,6 +1,7 @@
 """Static-shape KV cache pytree shared by every target and drafter forward."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -36,39 +37,48 @@ class KVCache:
         return self.k.shape[1]
 
 
-@jax.tree_util.register_dataclass
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["start", "block"], meta_fields=["offset"])
 @dataclasses.dataclass
 class BlockMask:
     """Who sees what when T new tokens are run against the cache.
 
-    The new tokens of row b are written to cache slots `start[b] + j` (j = 0..T-1). Every slot below `start[b]` is
-    committed prefix and visible to all of them; among the new tokens, token i sees token j iff `block[b, i, j]`.
-    Token j is real iff `block[b, j, j]`; padding is written nowhere. Prefill (start 0, causal block), one-token
-    decode (start = length, block [[1]]) and tree verification (block = ancestor mask) are all this shape, which is
-    what the attention kernels take.
+    Every slot below `start[b]` is committed prefix, visible to all new tokens. From `start[b]` on lies a window of
+    W slots (W = `block.shape[2]` >= T): new token i sees window slot j iff `block[b, i, j]`, and new token j itself
+    is written to window slot `offset + j`. Usually W = T and offset = 0: prefill (start 0, causal block), one-token
+    decode (start = length, block [[1]]) and tree verification (block = ancestor mask) — the shape the attention
+    kernels take. A wider window lets a drafter grow a tree level by level: level d's tokens are written after the
+    earlier levels and see their ancestors among them. Token j is real iff it sees its own slot; padding is written
+    nowhere.
     """
 
     start: Int[Array, " B"]
-    block: Bool[Array, "B T T"]
+    block: Bool[Array, "B T W"]
+    offset: int = 0
 
     @property
     def valid(self) -> Bool[Array, "B T"]:
-        return jnp.diagonal(self.block, axis1=1, axis2=2)
+        t = self.block.shape[1]
+        return jnp.diagonal(self.block[:, :, self.offset : self.offset + t], axis1=1, axis2=2)
 
     def write_slots(self, max_len: int) -> Int[Array, "B T"]:
         """Cache slot of every new token; `max_len` (out of range: dropped) for padding."""
         t = self.block.shape[1]
-        slots = self.start[:, None] + jnp.arange(t, dtype=self.start.dtype)
+        slots = self.start[:, None] + self.offset + jnp.arange(t, dtype=self.start.dtype)
         return jnp.where(self.valid, slots, max_len)
 
     def dense(self, max_len: int) -> Bool[Array, "B T S"]:
-        """The same mask over all `max_len` cache slots (reference attention)."""
-        t = self.block.shape[1]
-        rel = jnp.arange(max_len)[None, :] - self.start[:, None]  # [B, S]: index into the block, if in range
-        in_block = (rel >= 0) & (rel < t)
-        from_block = jnp.take_along_axis(self.block, jnp.clip(rel, 0, t - 1)[:, None, :].repeat(t, 1), axis=2)
+        """The same mask over all `max_len` cache slots (padding rows see nothing)."""
+        t, w = self.block.shape[1:]
+        rel = jnp.arange(max_len)[None, :] - self.start[:, None]  # [B, S]: index into the window, if in range
+        in_window = (rel >= 0) & (rel < w)
+        from_block = jnp.take_along_axis(self.block, jnp.clip(rel, 0, w - 1)[:, None, :].repeat(t, 1), axis=2)
         prefix = rel < 0
-        return (prefix[:, None, :] | (in_block[:, None, :] & from_block)) & self.valid[:, :, None]
+        return (prefix[:, None, :] | (in_window[:, None, :] & from_block)) & self.valid[:, :, None]
+
+    @property
+    def is_square(self) -> bool:
+        """The kernels' case: the window is exactly the new tokens."""
+        return self.offset == 0 and self.block.shape[1] == self.block.shape[2]
 
 
 def causal_block_mask(start: Int[Array, " B"], valid: Bool[Array, "B T"]) -> BlockMask:

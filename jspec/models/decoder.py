@@ -66,7 +66,7 @@ class Attention(nnx.Module):
         k_all = k_all.at[layer, write_rows, write_slots].set(k.astype(k_all.dtype), mode="drop")
         v_all = v_all.at[layer, write_rows, write_slots].set(v.astype(v_all.dtype), mode="drop")
         out = tree_attention(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.start, mask.block,
-                             kernel=_attention_kernel())
+                             kernel=_attention_kernel() if mask.is_square else "reference")
         return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_all, v_all
 
 

@@ -1,7 +1,8 @@
 """Pure-JAX tree attention: the semantics every kernel in this package is tested against.
 
-Query i of row b sees cache slot s iff s is committed prefix (`s < start[b]`) or s holds new token j = s - start[b]
-(`j < T`) and `block[b, i, j]`. Slots from `start[b] + T` on are never visible. A query that sees nothing (a padding
+Query i of row b sees cache slot s iff s is committed prefix (`s < start[b]`) or s is slot j = s - start[b] of the
+window (`j < W`, the block's last dimension, usually W = T) and `block[b, i, j]`. Slots from `start[b] + W` on are
+never visible. A query that sees nothing (a padding
 row at start 0) gets zeros.
 """
 
@@ -11,10 +12,10 @@ from jaxtyping import Array, Bool, Float, Int
 
 def visible(start: Int[Array, " B"], block: Bool[Array, "B T T"], slots: Int[Array, "B W"]) -> Bool[Array, "B T W"]:
     """Whether each query sees each of the given cache slots (any slots: the whole cache or a kernel's window)."""
-    b, t, _ = block.shape
-    rel = slots - start[:, None]  # index among the new tokens, when in [0, T)
-    in_tree = (rel >= 0) & (rel < t)
-    idx = jnp.broadcast_to(jnp.clip(rel, 0, t - 1)[:, None, :], (b, t, slots.shape[1]))
+    b, t, w = block.shape  # w >= t: a window of slots from `start` (the new tokens, plus earlier draft-tree nodes)
+    rel = slots - start[:, None]  # index into the window, when in [0, W)
+    in_tree = (rel >= 0) & (rel < w)
+    idx = jnp.broadcast_to(jnp.clip(rel, 0, w - 1)[:, None, :], (b, t, slots.shape[1]))
     tree = jnp.take_along_axis(block, idx, axis=2)
     return (rel < 0)[:, None, :] | (in_tree[:, None, :] & tree)
 
