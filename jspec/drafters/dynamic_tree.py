@@ -1,0 +1,130 @@
+"""EAGLE-2 dynamic draft tree, static-shape and drafter-agnostic (docs/algorithms.md §4.4).
+
+Expansion: level 1 is the top_k children of the root; each further level feeds the current frontier (the top_k nodes
+of the deepest level by cumulative log-prob) to the drafter, takes the top_k children of every frontier node and
+stores all top_k² of them. Rerank: of the top_k + (depth − 1)·top_k² stored candidates, the budget − 1 of highest
+cumulative log-prob become the tree (slot 0 is the root), sorted by (depth, candidate index) so parents come first.
+
+Window convention (drafter side). The caller's drafter forward over the newly committed tokens ends with the root, so
+the root's drafter K/V sits at cache slot `start[b]` (= the root's position). The nodes fed to the drafter live in a
+window of `window_size(top_k, depth)` = 1 + top_k·(depth − 1) slots from `start`: window slot 0 is the root, level l's
+frontier (l = 1 .. depth − 1; level `depth` is never fed) takes window slots 1 + (l − 1)·top_k ... l·top_k in frontier
+order. `step_fn` gets exactly what `BlockMask(start, block, offset)` needs, so a drafter's level forward is its usual
+forward with that mask and positions `start + depth`. Window slots past the root are scratch: the tree writes drafter
+K/V there and the next committed tokens overwrite it.
+
+Connectivity under ties and −inf: a candidate's score is its parent's plus a log-prob clamped to ≤ 0, so it never
+exceeds its parent's. The rerank order (score descending, then storage index, which grows with depth) therefore ranks
+every parent ahead of its children, so a selected node's parent is always selected. Candidates of score −inf (or NaN)
+are invalid and so are all their descendants.
+"""
+
+import dataclasses
+from typing import Protocol
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from jspec.tree import Tree, from_parents
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class DraftTreeInfo:
+    """Drafter confidences for Graft's checkpoints: c_d = exp(best_by_depth[:, d])."""
+
+    scores: Float[Array, "B N"]  # cumulative log-prob of each tree slot; root 0, invalid slots -inf
+    best_by_depth: Float[Array, "B D1"]  # max cumulative log-prob over all stored candidates of each depth; [:, 0] = 0
+
+
+class StepFn(Protocol):
+    def __call__(self, carry: PyTree, tokens: Int[Array, "B K"], window_slots: Int[Array, "B K"],
+                 block: Bool[Array, "B K W"], offset: int, depth: int) -> tuple[PyTree, Float[Array, "B K V"]]:
+        """One drafter forward over a frontier of K = top_k nodes, all at tree depth `depth`.
+
+        Node i is written at window slot `offset + i` (= `window_slots[:, i]`) and sees window slot j iff
+        `block[:, i, j]` (itself, its ancestors and the root at slot 0); a row that does not see its own slot is
+        padding (a dead node), whose output is ignored. Returns log-probs over the drafter's columns for each node's
+        children.
+        """
+        ...
+
+
+def window_size(top_k: int, depth: int) -> int:
+    """Drafter cache slots the tree uses from the root's slot on (the caller must leave them free)."""
+    return 1 + top_k * (depth - 1)
+
+
+def build_dynamic_tree(step_fn: StepFn, carry: PyTree, root_tokens: Int[Array, " B"],
+                       first_logprobs: Float[Array, "B V"], *, top_k: int, depth: int, budget: int,
+                       token_ids: Int[Array, " V"] | None = None) -> tuple[Tree, DraftTreeInfo, PyTree]:
+    """Builds a `budget`-slot tree of at most `depth` levels; `step_fn` is called depth − 1 times.
+
+    `first_logprobs` are the drafter's log-probs for the root's children. `token_ids[c]` is the token of log-prob
+    column c (EAGLE-3's reduced draft vocabulary: c + d2t[c]); the identity when None. Frontier tokens passed to
+    `step_fn` and tree tokens are token ids. Slots beyond the valid candidates are invalid.
+    """
+    if min(top_k, depth, budget) < 1:
+        raise ValueError(f"top_k, depth and budget must be >= 1, got {top_k}, {depth}, {budget}")
+    b = root_tokens.shape[0]
+    width = window_size(top_k, depth)
+    rows = jnp.arange(b)[:, None]
+
+    def top_children(logprobs):
+        values, cols = jax.lax.top_k(_clean(logprobs), top_k)  # stable: equal scores keep column order
+        return values, (cols if token_ids is None else token_ids[cols]).astype(jnp.int32)
+
+    # The deepest level's candidates: scores, tokens, storage index, parent's storage index, ancestors in the window.
+    cand_score, cand_tok = top_children(first_logprobs)
+    cand_idx = jnp.broadcast_to(jnp.arange(top_k), (b, top_k))
+    cand_parent = jnp.full((b, top_k), -1, jnp.int32)
+    cand_anc = jnp.zeros((b, top_k, width), bool).at[:, :, 0].set(True)
+    stored = [(cand_score, cand_tok, cand_parent)]
+    for level in range(1, depth):
+        score, pick = jax.lax.top_k(cand_score, top_k)  # the frontier: this level's best top_k
+        live = score > -jnp.inf
+        offset = 1 + (level - 1) * top_k
+        slots = offset + jnp.arange(top_k)
+        tok = jnp.take_along_axis(cand_tok, pick, axis=1)
+        anc = jnp.take_along_axis(cand_anc, pick[:, :, None], axis=1) | jax.nn.one_hot(slots, width, dtype=bool)
+        anc = anc & live[:, :, None]
+        carry, logprobs = step_fn(carry, tok, jnp.broadcast_to(slots, (b, top_k)), anc, offset, level)
+        child_score, child_tok = top_children(logprobs)  # [B, K, K]
+        # `where`, not a sum: a dead node's row may hold NaN.
+        cand_score = jnp.where(live[:, :, None], score[:, :, None] + child_score, -jnp.inf).reshape(b, -1)
+        cand_tok = child_tok.reshape(b, -1)
+        cand_parent = jnp.repeat(jnp.take_along_axis(cand_idx, pick, axis=1), top_k, axis=1)
+        cand_anc = jnp.repeat(anc, top_k, axis=1)
+        cand_idx = top_k + (level - 1) * top_k**2 + jnp.broadcast_to(jnp.arange(top_k**2), (b, top_k**2))
+        stored.append((cand_score, cand_tok, cand_parent))
+
+    all_score, all_tok, all_parent = (jnp.concatenate(x, axis=1) for x in zip(*stored))
+    num_cand = all_score.shape[1]
+    n = min(budget - 1, num_cand)
+    sel_score, sel = jax.lax.top_k(all_score, n)  # stable: ties go to the lower index, i.e. the shallower node
+    # Storage order is (depth, index): sorting the selection puts parents first; dead picks go last.
+    key = jnp.sort(jnp.where(sel_score > -jnp.inf, sel, sel + num_cand), axis=1)
+    valid = key < num_cand
+    sel = jnp.where(valid, key, key - num_cand)
+    slot_of = jnp.zeros((b, num_cand), jnp.int32).at[rows, sel].set(jnp.arange(1, n + 1, dtype=jnp.int32))
+    parent = jnp.take_along_axis(all_parent, sel, axis=1)
+    parent_slot = jnp.where(parent < 0, 0, jnp.take_along_axis(slot_of, jnp.maximum(parent, 0), axis=1))
+    pad = budget - 1 - n
+    tokens = jnp.concatenate([root_tokens[:, None].astype(jnp.int32), jnp.take_along_axis(all_tok, sel, axis=1),
+                              jnp.zeros((b, pad), jnp.int32)], axis=1)
+    parents = jnp.concatenate([jnp.full((b, 1), -1, jnp.int32), parent_slot, jnp.full((b, pad), -1, jnp.int32)],
+                              axis=1)
+    valid = jnp.concatenate([jnp.ones((b, 1), bool), valid, jnp.zeros((b, pad), bool)], axis=1)
+    tree = from_parents(tokens, parents, valid, max_depth=depth)
+    slot_score = jnp.concatenate([jnp.zeros((b, 1)), jnp.take_along_axis(all_score, sel, axis=1),
+                                  jnp.zeros((b, pad))], axis=1)
+    best = jnp.stack([jnp.zeros((b,))] + [s.max(axis=1) for s, _, _ in stored], axis=1)
+    info = DraftTreeInfo(scores=jnp.where(tree.valid, slot_score, -jnp.inf), best_by_depth=best)
+    return tree, info, carry
+
+
+def _clean(logprobs: Float[Array, "*S V"]) -> Float[Array, "*S V"]:
+    """float32 (bf16 sums drift), ≤ 0 (the connectivity argument), NaN → −inf (top_k would rank NaN first)."""
+    logprobs = logprobs.astype(jnp.float32)
+    return jnp.where(jnp.isnan(logprobs), -jnp.inf, jnp.minimum(logprobs, 0.0))

@@ -1,0 +1,53 @@
+"""Bench summary arithmetic and the divergence diagnosis, on hand-made records."""
+
+import json
+
+import pytest
+
+from jspec.bench.divergence import first_divergence
+from jspec.bench.report import summarize, write_report
+
+
+def _rec(method, tokens, steps, seconds, identical=True, gap=None):
+    rec = {"dataset": "gsm8k", "method": method, "new_tokens": tokens, "steps": steps, "seconds": seconds,
+           "identical": identical}
+    if gap is not None:
+        rec["divergence"] = {"at": 3, "gap": gap}
+    return rec
+
+
+def test_summary_is_token_weighted_and_relative_to_vanilla(tmp_path):
+    records = [_rec("vanilla", 10, 10, 1.0), _rec("vanilla", 30, 30, 3.0),
+               _rec("pld", 10, 5, 0.5), _rec("pld", 30, 10, 1.0, identical=False, gap=0.01),
+               _rec("token_recycling", 40, 20, 2.0, identical=False, gap=1.5)]
+    rows = {r["method"]: r for r in summarize(records)}
+    assert rows["vanilla"]["mat"] == 1.0 and rows["vanilla"]["tok_per_s"] == 10.0
+    assert rows["pld"]["mat"] == pytest.approx(40 / 15) and rows["pld"]["speedup"] == pytest.approx((40 / 1.5) / 10)
+    assert rows["pld"]["identical"] == 0.5 and rows["pld"]["suspect_divergences"] == 0
+    assert rows["token_recycling"]["suspect_divergences"] == 1
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    write_report(tmp_path, "# test")
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| gsm8k | token_recycling | 1 | 2.00 | 20.0 | 2.00x | 0% | 1.500 **(suspect)** |" in summary
+    assert (tmp_path / "summary.png").stat().st_size > 1000
+
+
+def test_first_divergence():
+    assert first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert first_divergence([1, 2, 3], [1, 2]) == 2
+
+
+@pytest.mark.real_model
+def test_divergence_gap_on_the_real_model(smollm2_gguf):
+    from jspec.bench.divergence import divergence_gap
+    from jspec.decode import generate
+    from jspec.models.loading import load_model
+
+    m = load_model(str(smollm2_gguf), dtype="float32", progress=False)
+    prompt = m.tokenizer.encode_chat([{"role": "user", "content": "Name a colour."}])
+    ref = generate(m.graphdef, m.params, [prompt], max_new_tokens=6, max_cache_len=128).tokens[0]
+    assert divergence_gap(m, prompt, ref, ref) is None
+    other = ref[:2] + [(ref[2] + 1) % m.cfg.vocab_size] + ref[3:]
+    d = divergence_gap(m, prompt, ref, other)
+    assert d["at"] == 2 and d["gap"] > 0  # greedy picked the top-1 token, so the top-2 gap is positive
