@@ -5,13 +5,13 @@ of the deepest level by cumulative log-prob) to the drafter, takes the top_k chi
 stores all top_k² of them. Rerank: of the top_k + (depth − 1)·top_k² stored candidates, the budget − 1 of highest
 cumulative log-prob become the tree (slot 0 is the root), sorted by (depth, candidate index) so parents come first.
 
-Window convention (drafter side). The caller's drafter forward over the newly committed tokens ends with the root, so
-the root's drafter K/V sits at cache slot `start[b]` (= the root's position). The nodes fed to the drafter live in a
-window of `window_size(top_k, depth)` = 1 + top_k·(depth − 1) slots from `start`: window slot 0 is the root, level l's
-frontier (l = 1 .. depth − 1; level `depth` is never fed) takes window slots 1 + (l − 1)·top_k ... l·top_k in frontier
-order. `step_fn` gets exactly what `BlockMask(start, block, offset)` needs, so a drafter's level forward is its usual
-forward with that mask and positions `start + depth`. Window slots past the root are scratch: the tree writes drafter
-K/V there and the next committed tokens overwrite it.
+Window convention (drafter side). The caller's drafter forward over the newly committed tokens ends with the root,
+so the root's drafter K/V sits at cache slot `start[b]` (= the root's position). The nodes fed to the drafter live in
+a window of `window_size(top_k, depth)` = 1 + top_k·(depth − 1) slots from `start`: window slot 0 is the root, level
+l's frontier (l = 1 .. depth − 1; level `depth` is never fed) takes window slots 1 + (l − 1)·top_k ... l·top_k in
+frontier order. `step_fn` gets exactly what `BlockMask(start, block, offset)` needs, so a drafter's level forward is
+its usual forward with that mask and positions `start + depth`. Window slots past the root are scratch: the tree
+writes drafter K/V there and the next committed tokens overwrite it.
 
 Connectivity under ties and −inf: a candidate's score is its parent's plus a log-prob clamped to ≤ 0, so it never
 exceeds its parent's. The rerank order (score descending, then storage index, which grows with depth) therefore ranks
@@ -48,7 +48,6 @@ class StepFn(Protocol):
         padding (a dead node), whose output is ignored. Returns log-probs over the drafter's columns for each node's
         children.
         """
-        ...
 
 
 def window_size(top_k: int, depth: int) -> int:
@@ -91,8 +90,8 @@ def build_dynamic_tree(step_fn: StepFn, carry: PyTree, root_tokens: Int[Array, "
         anc = anc & live[:, :, None]
         carry, logprobs = step_fn(carry, tok, jnp.broadcast_to(slots, (b, top_k)), anc, offset, level)
         child_score, child_tok = top_children(logprobs)  # [B, K, K]
-        # `where`, not a sum: a dead node's row may hold NaN.
-        cand_score = jnp.where(live[:, :, None], score[:, :, None] + child_score, -jnp.inf).reshape(b, -1)
+        # A dead node (-inf) has dead children: cleaned log-probs are never NaN or +inf, whatever its row held.
+        cand_score = (score[:, :, None] + child_score).reshape(b, -1)
         cand_tok = child_tok.reshape(b, -1)
         cand_parent = jnp.repeat(jnp.take_along_axis(cand_idx, pick, axis=1), top_k, axis=1)
         cand_anc = jnp.repeat(anc, top_k, axis=1)

@@ -17,7 +17,7 @@ from jaxtyping import Array, Bool, Float, Int
 from jspec.config import ModelConfig, RopeConfig
 from jspec.errors import UserError
 from jspec.models.cache import BlockMask, KVCache
-from jspec.models.decoder import MLP, RMSNorm, _attention_kernel
+from jspec.models.decoder import MLP, RMSNorm, attention_kernel
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 from pallas_kernels.tree_attention.api import tree_attention
 
@@ -114,9 +114,10 @@ class Eagle3Layer(nnx.Module):
         slots = mask.write_slots(cache.max_len)
         k_all = cache.k.at[0, rows, slots].set(k.astype(cache.k.dtype), mode="drop")
         v_all = cache.v.at[0, rows, slots].set(v.astype(cache.v.dtype), mode="drop")
-        # Tree drafting uses windows wider than the new tokens, which only the reference takes.
+        # Tree drafting uses windows wider than the new tokens, which only the reference takes; square masks follow
+        # the target's kernel policy.
         out = tree_attention(q, k_all[0].astype(q.dtype), v_all[0].astype(q.dtype), mask.start, mask.block,
-                             kernel=_attention_kernel() if mask.is_square else "reference")
+                             kernel=attention_kernel() if mask.is_square else "reference")
         x = x + jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...])  # residual: un-normed hidden
         x = x + self.mlp(self.post_attn_norm(x))
         return x, KVCache(k=k_all, v=v_all, lengths=cache.lengths)

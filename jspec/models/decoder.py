@@ -18,7 +18,7 @@ from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 from pallas_kernels.tree_attention.api import tree_attention
 
 
-def _attention_kernel() -> str | None:
+def attention_kernel() -> str | None:
     # The Pallas kernels are opt-in (JSPEC_ATTENTION=pallas) until measured inside the decode loop; the XLA
     # reference is the default everywhere.
     return None if os.environ.get("JSPEC_ATTENTION") else "reference"
@@ -66,7 +66,7 @@ class Attention(nnx.Module):
         k_all = k_all.at[layer, write_rows, write_slots].set(k.astype(k_all.dtype), mode="drop")
         v_all = v_all.at[layer, write_rows, write_slots].set(v.astype(v_all.dtype), mode="drop")
         out = tree_attention(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.start, mask.block,
-                             kernel=_attention_kernel() if mask.is_square else "reference")
+                             kernel=attention_kernel() if mask.is_square else "reference")
         return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_all, v_all
 
 
