@@ -28,8 +28,8 @@ def markov_step(carry, tokens, window_slots, block, offset, depth):
 @functools.lru_cache(maxsize=None)
 def jitted(top_k, depth, budget):
     def run(table, roots, token_ids):
-        (tree, info, (_, calls)) = build_dynamic_tree(markov_step, (table, ()), roots, table[roots],
-                                                      top_k=top_k, depth=depth, budget=budget, token_ids=token_ids)
+        tree, info, (_, calls) = build_dynamic_tree(markov_step, (table, ()), roots, table[roots],
+                                                    top_k=top_k, depth=depth, budget=budget, token_ids=token_ids)
         return tree, info, calls
 
     return jax.jit(run)
@@ -102,6 +102,8 @@ def check_masks(calls, b, root, frontiers, top_k, depth):
             seen = np.flatnonzero(block[b, i])
             if i < len(frontier):
                 assert [fed[s] for s in seen] == [root] + frontier[i].path() and seen[-1] == offset + i
+                parent = frontier[i].parent
+                assert seen[-2] == (0 if parent is None else offset - top_k + frontiers[level - 2].index(parent))
             else:
                 assert len(seen) == 0
 
@@ -212,16 +214,20 @@ def test_window_convention_with_a_decoder_drafter():
         cache, calls = carry
         hidden, cache, _ = model(tokens, root_slot[:, None] + level, cache, BlockMask(root_slot, block, offset))
         logprobs = jax.nn.log_softmax(model.logits(hidden))
-        return (cache, calls + ((tokens, block, offset, logprobs),)), logprobs
+        return (cache, calls + ((tokens, block, logprobs),)), logprobs
 
     roots = jnp.asarray(prompts[[0, 1], [4, 6]])
-    _, _, (_, calls) = build_dynamic_tree(step, (cache, ()), roots, first, top_k=top_k, depth=depth, budget=8)
+    build = jax.jit(lambda c, f: build_dynamic_tree(step, (c, ()), roots, f, top_k=top_k, depth=depth, budget=8))
+    _, _, (_, calls) = build(cache, first)
+    seqs, got = [], []
     for b in range(2):
         fed = {}
-        for tokens, block, offset, logprobs in calls:
-            fed.update({offset + i: int(t) for i, t in enumerate(tokens[b])})
+        for level, (tokens, block, logprobs) in enumerate(calls):
+            fed.update({1 + level * top_k + i: int(t) for i, t in enumerate(tokens[b])})
             for i in range(top_k):
-                path = [fed[s] for s in np.flatnonzero(block[b, i])[1:]]
-                seq = jnp.asarray([list(prompts[b, : lens[b]]) + path])
-                expected, _ = last_logprobs(seq, jnp.array([seq.shape[1]]))
-                np.testing.assert_allclose(logprobs[b, i], expected[0], atol=1e-5)
+                seqs.append(list(prompts[b, : lens[b]]) + [fed[s] for s in np.flatnonzero(block[b, i])[1:]])
+                got.append(logprobs[b, i])
+    width = max(map(len, seqs))
+    expected, _ = last_logprobs(jnp.asarray([q + [0] * (width - len(q)) for q in seqs]),
+                                jnp.asarray([len(q) for q in seqs]))
+    np.testing.assert_allclose(np.stack(got), expected, atol=1e-5)

@@ -45,8 +45,9 @@ class StepFn(Protocol):
 
         Node i is written at window slot `offset + i` (= `window_slots[:, i]`) and sees window slot j iff
         `block[:, i, j]` (itself, its ancestors and the root at slot 0); a row that does not see its own slot is
-        padding (a dead node), whose output is ignored. Returns log-probs over the drafter's columns for each node's
-        children.
+        padding (a dead node), whose output is ignored. Node i's parent is the highest window slot below `offset`
+        that it sees (0: the root), which is where a drafter feeding back its own hidden states finds the parent's.
+        Returns log-probs over the drafter's columns for each node's children.
         """
 
 
