@@ -67,10 +67,11 @@ def _spec_step(model, method: Method, method_params: Any, state: SpecState, samp
     valid = tree.valid & keep
     tree = dataclasses.replace(tree, valid=valid, ancestors=tree.ancestors & valid[:, :, None] & valid[:, None, :])
 
-    hidden, cache, _ = model(tree.tokens, tree.positions(cache.lengths), cache, tree.mask(cache.lengths))
+    hidden, cache, taps = model(tree.tokens, tree.positions(cache.lengths), cache, tree.mask(cache.lengths),
+                                method.target_taps)
     logits = model.logits(hidden)
     acc = choose_and_accept(tree, logits, sampling, jax.random.fold_in(state.rng, state.step), method.max_depth + 1)
-    method_state = method.observe(method_params, method_state, tree, logits)
+    method_state = method.observe(method_params, method_state, tree, logits, acc, _concat(taps))
     old_lengths = cache.lengths
     cache = commit_kv(cache, acc, active)
 
@@ -94,6 +95,10 @@ def _spec_step(model, method: Method, method_params: Any, state: SpecState, samp
                      rng=state.rng, method_state=method_state)
 
 
+def _concat(taps: tuple) -> Array | None:
+    return jnp.concatenate(taps, axis=-1) if taps else None
+
+
 @functools.partial(jax.jit, static_argnames=("graphdef", "method", "sampling", "max_new_tokens", "eos_ids",
                                              "max_cache_len", "cache_dtype"))
 def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, method_state, *, method, sampling,
@@ -101,13 +106,14 @@ def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, meth
     model = nnx.merge(graphdef, params)
     b, t = tokens.shape
     cache = KVCache.init(model.cfg, b, max_cache_len, cache_dtype)
-    first, cache, _, _ = prefill(model, tokens, prompt_lens, cache, sampling, jax.random.fold_in(rng, 2**31 - 1))
+    first, cache, _, taps = prefill(model, tokens, prompt_lens, cache, sampling, jax.random.fold_in(rng, 2**31 - 1),
+                                    method.target_taps)
     rows = jnp.arange(b)
     history = jnp.zeros((b, max_cache_len + 1), jnp.int32).at[:, :t].set(tokens).at[rows, prompt_lens].set(first)
     out = jnp.zeros((b, max_new_tokens), jnp.int32).at[:, 0].set(first)
     accepted = jnp.zeros((b, max_new_tokens), jnp.int32).at[:, 0].set(1)
     done = is_eos(first, eos_ids) | (max_new_tokens <= 1) | (prompt_lens >= max_cache_len)
-    method_state = method.prefill(method_params, method_state, tokens, prompt_lens)
+    method_state = method.prefill(method_params, method_state, tokens, prompt_lens, first, _concat(taps))
     return SpecState(cache=cache, root=first, history=history, out_tokens=out, num_generated=jnp.ones((b,), jnp.int32),
                      accepted=accepted, num_steps=jnp.ones((b,), jnp.int32), done=done,
                      step=jnp.zeros((), jnp.int32), rng=rng, method_state=method_state)

@@ -68,6 +68,16 @@ def chi_square_pvalue(counts: np.ndarray, expected_p: np.ndarray) -> float:
 def make_method(name, cfg, graphdef, params):
     target = LoadedModel(name="tiny", cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
                          chat=False)
+    if name == "eagle3":  # a random drafter over the tiny target: proposals are arbitrary, the output must not be
+        from jspec.drafters.eagle3 import Eagle3Config, Eagle3Drafter
+
+        taps = (0, 1, 1)  # the 2-layer target has no EAGLE-3 tap layers; any three layers exercise the plumbing
+        dcfg = Eagle3Config(hidden_size=32, num_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=64,
+                            rms_norm_eps=1e-6, rope=cfg.rope, target_hidden_size=32, draft_vocab_size=VOCAB,
+                            vocab_size=VOCAB, tap_layers=taps)
+        d_graphdef, d_params = nnx.split(Eagle3Drafter(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(1)))
+        method = get_method("eagle3", drafter=d_graphdef, taps=taps, top_k=2, depth=2, budget=5)
+        return method, {"drafter": d_params, "embed": params["embed"][...]}
     return build(name, target, **OPTIONS.get(name, {}))
 
 

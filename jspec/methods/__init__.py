@@ -5,6 +5,7 @@ from typing import Any
 from jspec.errors import UserError
 from jspec.methods.base import Method
 from jspec.methods.draft_model import DraftModel
+from jspec.methods.eagle3 import Eagle3
 from jspec.methods.pld import PromptLookup
 from jspec.methods.token_recycling import TokenRecycling
 
@@ -13,7 +14,8 @@ ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "ea
 
 
 def available() -> dict[str, type[Method]]:
-    return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel, "token_recycling": TokenRecycling}
+    return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel, "token_recycling": TokenRecycling,
+            "eagle3": Eagle3}
 
 
 def build(name: str, target, drafter: str | None = None, **options) -> tuple[Method, Any]:
@@ -29,11 +31,28 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
                             "copy of the target)")
         graphdef, params = load_drafter(spec, target)
         return get_method(name, drafter=graphdef, **options), params
+    if name == "eagle3":
+        from flax import nnx
+
+        from jspec.io.eagle3_checkpoint import load_eagle3_checkpoint
+
+        if not drafter:
+            raise UserError("eagle3 needs --drafter: an EAGLE-3 checkpoint directory (config.json + model.safetensors)")
+        graphdef, params = nnx.split(load_eagle3_checkpoint(drafter, target.cfg, target.dtype))
+        return eagle3_method(target, graphdef, params, **options)
     if drafter is not None:
         raise UserError(f"method {name!r} takes no drafter")
     if name == "token_recycling":
         options = {"vocab_size": target.cfg.vocab_size, **options}
     return get_method(name, **options), ()
+
+
+def eagle3_method(target, graphdef, drafter_params, **options) -> tuple[Method, Any]:
+    """An eagle3 method around a drafter (graphdef, params) for `target`; the target's embedding is shared."""
+    from jspec.drafters.eagle3 import eagle3_tap_layers
+
+    method = get_method("eagle3", drafter=graphdef, taps=eagle3_tap_layers(target.cfg.num_layers), **options)
+    return method, {"drafter": drafter_params, "embed": target.params["embed"][...]}
 
 
 def get_method(name: str, **options) -> Method:

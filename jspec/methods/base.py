@@ -41,18 +41,27 @@ class Method:
     def max_depth(self) -> int:
         return 0
 
+    @property
+    def target_taps(self) -> tuple[int, ...]:
+        """Target decoder layers whose outputs the method needs (EAGLE-3 features); () for none."""
+        return ()
+
     def init_state(self, params: Any, batch: int, max_cache_len: int) -> Any:
         return ()
 
-    def prefill(self, params: Any, state: Any, tokens: Int[Array, "B T"], prompt_lens: Int[Array, " B"]) -> Any:
-        """Called once after the target's prefill with the right-padded prompts."""
+    def prefill(self, params: Any, state: Any, tokens: Int[Array, "B T"], prompt_lens: Int[Array, " B"],
+                first_token: Int[Array, " B"], features: Float[Array, "B T F"] | None) -> Any:
+        """Called once after the target's prefill: right-padded prompts, the first generated token and the
+        concatenated `target_taps` outputs at every prompt position (None without taps)."""
         return state
 
     def propose(self, params: Any, state: Any, ctx: Context) -> tuple[Tree, Any]:
         return chain(ctx.root[:, None], jnp.ones((ctx.root.shape[0], 1), bool)), state
 
-    def observe(self, params: Any, state: Any, tree: Tree, logits: Float[Array, "B N V"]) -> Any:
-        """Called after every verification with the target's logits at every tree node."""
+    def observe(self, params: Any, state: Any, tree: Tree, logits: Float[Array, "B N V"], acceptance: Any,
+                features: Float[Array, "B N F"] | None) -> Any:
+        """Called after every verification with the target's logits (and `target_taps` outputs) at every tree node
+        and the accepted path (`jspec.verify.Acceptance`)."""
         return state
 
     def save_state(self, state: Any, path: str) -> None:

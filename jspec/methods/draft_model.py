@@ -46,7 +46,7 @@ class DraftModel(Method):
         return DrafterState(cache=KVCache.init(model.cfg, batch, max_cache_len, dtype),
                             fed=jnp.zeros((batch,), jnp.int32))
 
-    def prefill(self, params, state: DrafterState, tokens, prompt_lens) -> DrafterState:
+    def prefill(self, params, state: DrafterState, tokens, prompt_lens, first_token, features) -> DrafterState:
         model = nnx.merge(self.drafter, params)
         b, t = tokens.shape
         positions = jnp.broadcast_to(jnp.arange(t), (b, t))

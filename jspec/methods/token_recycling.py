@@ -50,7 +50,7 @@ class TokenRecycling(Method):
         tokens = adjacency.retrieve(state, ctx.root, t.parents, t.ranks)
         return from_static_parents(tokens, t.parents), state
 
-    def observe(self, params, state: adjacency.Adjacency, tree, logits) -> adjacency.Adjacency:
+    def observe(self, params, state: adjacency.Adjacency, tree, logits, acceptance, features) -> adjacency.Adjacency:
         return adjacency.update(state, tree.tokens, tree.valid, logits)
 
     def save_state(self, state: adjacency.Adjacency, path: str) -> None:
