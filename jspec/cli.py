@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--top-p", type=float, default=1.0)
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--drafter", help="drafter for draft_model (model name/path or truncate:N)")
+    bench.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint directory for eagle3")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     bench.add_argument("--out", required=True, help="output folder for results.jsonl, summary.md, summary.png")
     cal = sub.add_parser("calibrate", help="warm up a method's state on ShareGPT prompts and save it")
@@ -203,7 +204,7 @@ def run_bench(args) -> None:
     model = load_model(args.model, dtype=dtype)
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
-                      drafter=args.drafter)
+                      drafter=args.drafter, eagle3_drafter=args.eagle3_drafter)
     out = pathlib.Path(args.out)
     run(model, cfg, out)
     device = jax.devices()[0].device_kind

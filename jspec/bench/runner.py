@@ -25,14 +25,16 @@ class BenchConfig:
     max_new_tokens: int = 256
     sampling: Sampling = Sampling()
     seed: int = 0
-    drafter: str | None = None
+    drafter: str | None = None  # draft_model's drafter
+    eagle3_drafter: str | None = None  # eagle3's checkpoint directory
     max_prompt_tokens: int = 1024
 
 
 def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: bool = True) -> list[dict]:
     """Writes `results.jsonl` (one record per method x prompt) under `out_dir` and returns the records."""
     methods = ("vanilla",) + tuple(m for m in cfg.methods if m != "vanilla")
-    built = {name: build(name, model, cfg.drafter if name == "draft_model" else None) for name in methods}
+    drafters = {"draft_model": cfg.drafter, "eagle3": cfg.eagle3_drafter}
+    built = {name: build(name, model, drafters.get(name)) for name in methods}
     out_dir.mkdir(parents=True, exist_ok=True)
     records = []
     with open(out_dir / "results.jsonl", "w", encoding="utf-8") as sink:

@@ -37,7 +37,8 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
         from jspec.io.eagle3_checkpoint import load_eagle3_checkpoint
 
         if not drafter:
-            raise UserError("eagle3 needs --drafter: an EAGLE-3 checkpoint directory (config.json + model.safetensors)")
+            raise UserError("eagle3 needs an EAGLE-3 checkpoint directory (config.json + model.safetensors): --drafter "
+                            "for generate, --eagle3-drafter for bench")
         graphdef, params = nnx.split(load_eagle3_checkpoint(drafter, target.cfg, target.dtype))
         return eagle3_method(target, graphdef, params, **options)
     if drafter is not None:
