@@ -8,7 +8,6 @@ import argparse
 import itertools
 import json
 import pathlib
-import statistics
 import sys
 import time
 
@@ -16,18 +15,11 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from bench.timing import timed  # noqa: E402
 from jspec.config import model_preset  # noqa: E402
 from pallas_kernels.fused_mlp.kernel import fused_mlp, fused_mlp_reference  # noqa: E402
 
 
-def timed(f, *args, n=20):
-    jax.block_until_ready(f(*args))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def main():

@@ -6,25 +6,16 @@
 
 import argparse
 import pathlib
-import statistics
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from bench.timing import timed  # noqa: E402
 from jspec.config import model_preset  # noqa: E402
 
 
-def timed(f, *args, n=20):
-    jax.block_until_ready(f(*args))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def main():

@@ -12,7 +12,6 @@ import argparse
 import json
 import os
 import pathlib
-import statistics
 import sys
 import time
 
@@ -23,6 +22,7 @@ from flax import nnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench.timing import timed  # noqa: E402
 from jspec.config import model_preset  # noqa: E402
 from jspec.methods.token_recycling import budget_template  # noqa: E402
 from jspec.models.cache import KVCache  # noqa: E402
@@ -31,14 +31,6 @@ from jspec.retrieval import adjacency  # noqa: E402
 from jspec.tree import from_static_parents  # noqa: E402
 
 
-def timed(f, *args, n=50):
-    jax.block_until_ready(f(*args))
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        jax.block_until_ready(f(*args))
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def main():

@@ -1,7 +1,6 @@
 """T > 0: the distribution of the first generated tokens under every method equals the target's, exactly computed
 on a tiny random model; a deliberately broken acceptance rule must fail the same test."""
 
-import dataclasses
 
 import jax
 import jax.numpy as jnp
