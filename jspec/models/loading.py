@@ -2,6 +2,7 @@
 
 import dataclasses
 import pathlib
+import sys
 import time
 
 from flax import nnx
@@ -78,7 +79,8 @@ def _load_gguf_cached(path: pathlib.Path, dtype: str, progress: bool):
     except OSError:
         pass  # a read-only model folder only costs the dequantization next time
     if progress:
-        print(f"jspec: dequantized {path.name} in {time.perf_counter() - t0:.1f}s (cached as {dtype})")
+        print(f"jspec: dequantized {path.name} in {time.perf_counter() - t0:.1f}s (cached as {dtype})",
+              file=sys.stderr)
     return cfg, tensors
 
 
