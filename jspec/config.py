@@ -48,8 +48,28 @@ class RopeConfig:
             raise UserError(f"unknown RoPE scaling {self.scaling!r}; expected one of {ROPE_SCALINGS}")
 
 
+class AttentionShape:
+    """q/k/v widths and the GQA check, shared by every config that has num_heads / num_kv_heads / head_dim."""
+
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+
+    def check_heads(self) -> None:
+        if self.num_heads % self.num_kv_heads:
+            raise UserError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+
+    @property
+    def q_size(self) -> int:
+        return self.num_heads * self.head_dim
+
+    @property
+    def kv_size(self) -> int:
+        return self.num_kv_heads * self.head_dim
+
+
 @dataclasses.dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(AttentionShape):
     family: str
     vocab_size: int
     hidden_size: int
@@ -70,18 +90,9 @@ class ModelConfig:
     def __post_init__(self):
         if self.family not in FAMILIES:
             raise UserError(f"unknown model family {self.family!r}; expected one of {FAMILIES}")
-        if self.num_heads % self.num_kv_heads:
-            raise UserError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+        self.check_heads()
         if self.head_dim % 2:
             raise UserError(f"head_dim must be even for RoPE, got {self.head_dim}")
-
-    @property
-    def q_size(self) -> int:
-        return self.num_heads * self.head_dim
-
-    @property
-    def kv_size(self) -> int:
-        return self.num_kv_heads * self.head_dim
 
     def num_params(self) -> int:
         d, f, v = self.hidden_size, self.intermediate_size, self.vocab_size

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jaxtyping import Array, Bool, Float, Int
 
-from jspec.config import ModelConfig, RopeConfig
+from jspec.config import AttentionShape, ModelConfig, RopeConfig
 from jspec.errors import UserError
 from jspec.models.cache import BlockMask, KVCache
 from jspec.models.decoder import MLP, RMSNorm, attention_kernel
@@ -36,7 +36,7 @@ def eagle3_tap_layers(num_layers: int) -> tuple[int, int, int]:
 
 
 @dataclasses.dataclass(frozen=True)
-class Eagle3Config:
+class Eagle3Config(AttentionShape):
     hidden_size: int
     num_heads: int
     num_kv_heads: int
@@ -50,18 +50,9 @@ class Eagle3Config:
     tap_layers: tuple[int, ...]
 
     def __post_init__(self):
-        if self.num_heads % self.num_kv_heads:
-            raise UserError(f"num_heads {self.num_heads} is not a multiple of num_kv_heads {self.num_kv_heads}")
+        self.check_heads()
         if not 0 < self.draft_vocab_size <= self.vocab_size:
             raise UserError(f"draft vocab size {self.draft_vocab_size} must be in 1..{self.vocab_size}")
-
-    @property
-    def q_size(self) -> int:
-        return self.num_heads * self.head_dim
-
-    @property
-    def kv_size(self) -> int:
-        return self.num_kv_heads * self.head_dim
 
     @classmethod
     def for_target(cls, target_cfg: ModelConfig, draft_vocab_size: int) -> "Eagle3Config":
