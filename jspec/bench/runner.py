@@ -1,5 +1,5 @@
 """Run methods over datasets on one model: vanilla first (the reference for speed and identical-output rate), every
-prompt padded to one width per dataset so each method compiles once, a warm-up call before timing."""
+prompt padded to one width for the whole run so each method compiles once, a warm-up call before timing."""
 
 import dataclasses
 import json
@@ -38,10 +38,11 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     out_dir.mkdir(parents=True, exist_ok=True)
     records = []
     with open(out_dir / "results.jsonl", "w", encoding="utf-8") as sink:
-        for dataset in cfg.datasets:
-            prompts = _encode(model, load_prompts(dataset, cfg.limit), cfg.max_prompt_tokens)
-            width = -(-max(len(p["ids"]) for p in prompts) // 64) * 64
-            cache_len = width + cfg.max_new_tokens + 128  # room for the largest tree past the last token
+        encoded = {d: _encode(model, load_prompts(d, cfg.limit), cfg.max_prompt_tokens) for d in cfg.datasets}
+        # One padded width for every dataset, so each method compiles once for the whole run.
+        width = -(-max(len(p["ids"]) for ps in encoded.values() for p in ps) // 64) * 64
+        cache_len = width + cfg.max_new_tokens + 128  # room for the largest tree past the last token
+        for dataset, prompts in encoded.items():
             reference = {}
             for name in methods:
                 method, params = built[name]

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# The tree-engine figures on a lent GPU machine, after the model chunks were staged there (scripts/device_stage.sh):
+#
+#   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs, datasets
+#   bash bench/h200_issue3.sh bench    # jspec bench: 4 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
+#   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
+#
+# Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
+export PYTHONPATH=/tmp/site:$PWD
+out=${OUT:-/tmp/out}
+case "${1:?setup|bench|costs}" in
+  setup)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    for m in qwen2.5-coder-1.5b qwen2.5-coder-0.5b; do
+      bash scripts/device_stage.sh assemble "$m" "/root/stage/$m" "$JSPEC_HOME"
+    done
+    mkdir -p "$JSPEC_HOME/datasets" && cp .stage/datasets/*.jsonl "$JSPEC_HOME/datasets/"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv ;;
+  bench)
+    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,pld,token_recycling,draft_model \
+      --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench" \
+      > "$out/bench.log" 2>&1 || { tail -c 4000 "$out/bench.log"; exit 1; }
+    cat "$out/bench/summary.md" ;;
+  costs)
+    python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 --out "$out/costs_xla"
+    JSPEC_ATTENTION=pallas python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 \
+      --out "$out/costs_pallas"
+    python3 bench/throughput.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --batch-sizes 1,4,8,16 \
+      --dataset humaneval --max-new-tokens 256 --out "$out/throughput" ;;
+esac
