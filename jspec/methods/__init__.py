@@ -4,6 +4,7 @@ from typing import Any
 
 from jspec.errors import UserError
 from jspec.methods.base import Method
+from jspec.methods.dflash import DFlash, Domino
 from jspec.methods.draft_model import DraftModel
 from jspec.methods.eagle3 import Eagle3
 from jspec.methods.pld import PromptLookup
@@ -15,7 +16,7 @@ ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "ea
 
 def available() -> dict[str, type[Method]]:
     return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel, "token_recycling": TokenRecycling,
-            "eagle3": Eagle3}
+            "eagle3": Eagle3, "dflash": DFlash, "domino": Domino}
 
 
 def build(name: str, target, drafter: str | None = None, **options) -> tuple[Method, Any]:
@@ -41,6 +42,13 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
                             "for generate, --eagle3-drafter for bench")
         graphdef, params = nnx.split(load_eagle3_checkpoint(drafter, target.cfg, target.dtype))
         return eagle3_method(target, graphdef, params, **options)
+    if name in ("dflash", "domino"):
+        from jspec.io.dflash_checkpoint import load_dflash_checkpoint
+
+        if not drafter:
+            raise UserError(f"{name} needs a {'Domino' if name == 'domino' else 'DFlash or Domino'} checkpoint "
+                            "directory (config.json + *.safetensors): --drafter")
+        return dflash_method(name, target, load_dflash_checkpoint(drafter, target.cfg, target.dtype), **options)
     if drafter is not None:
         raise UserError(f"method {name!r} takes no drafter")
     if name == "token_recycling":
@@ -54,6 +62,25 @@ def eagle3_method(target, graphdef, drafter_params, **options) -> tuple[Method, 
 
     method = get_method("eagle3", drafter=graphdef, taps=eagle3_tap_layers(target.cfg.num_layers), **options)
     return method, {"drafter": drafter_params, "embed": target.params["embed"][...]}
+
+
+def dflash_method(name: str, target, drafter, **options) -> tuple[Method, Any]:
+    """A dflash / domino method around a DFlashDrafter or DominoDrafter module for `target` (embedding and LM head
+    shared). `dflash` on a Domino drafter runs its backbone alone (the head-off ablation)."""
+    from flax import nnx
+
+    from jspec.drafters.domino import DominoDrafter
+
+    if name == "domino" and not isinstance(drafter, DominoDrafter):
+        raise UserError("domino needs a Domino checkpoint (dflash_config.projector_type \"domino\"); this one is a "
+                        "plain DFlash drafter: use --method dflash")
+    if name == "dflash" and isinstance(drafter, DominoDrafter):
+        drafter = drafter.backbone
+    cfg = drafter.backbone.cfg if name == "domino" else drafter.cfg
+    method = get_method(name, drafter=nnx.graphdef(drafter), taps=cfg.tap_layers, block_size=cfg.block_size,
+                        shift_label=cfg.shift_label, mask_token_id=cfg.mask_token_id, **options)
+    head = target.params["lm_head"] if "lm_head" in target.params else target.params["embed"]
+    return method, {"drafter": nnx.state(drafter), "embed": target.params["embed"][...], "lm_head": head[...]}
 
 
 def get_method(name: str, **options) -> Method:

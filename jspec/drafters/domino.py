@@ -1,0 +1,101 @@
+"""Domino drafter: a DFlash backbone plus Domino's causal correction head (jianuo-huang/Domino `code/dflash.py`,
+SpecForge `specforge/modeling/draft/domino.py`), as Flax NNX modules used functionally.
+
+Head: a bias-free one-layer GRU (`prefix_gru`, hidden G, PyTorch gate order r, z, n) reads the target's embeddings of
+the block tokens chosen so far; `embed_proj = Linear(H + G → R) → SiLU → Linear(R → V)` maps `[z_i ; h_i]` (backbone
+state of draft row i, GRU state) to full-vocabulary delta logits added to the base logits `lm_head(z_i)`. Draft rows
+below `prefix_len` (`pure_draft_prefix_len`) keep their base logits. Drafting is sequential over the block: the GRU
+starts at zero, reads the bonus token, then after each draft reads that draft before correcting the next row.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+from jaxtyping import Array, Float, Int
+
+from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
+from jspec.errors import UserError
+from pallas_kernels.domino_step import domino_draft, gru_step, input_gates
+from pallas_kernels.domino_step.reference import Choose
+
+
+@dataclasses.dataclass(frozen=True)
+class DominoConfig:
+    backbone: DFlashConfig
+    gru_hidden: int = 1024  # `gru_hidden_dim`
+    rank: int = 256  # `emb_dim`: width of the low-rank correction
+    prefix_len: int = 1  # `pure_draft_prefix_len`: leading drafts without correction
+
+    def __post_init__(self):
+        if self.gru_hidden < 1 or self.rank < 1:
+            raise UserError(f"Domino GRU width {self.gru_hidden} and rank {self.rank} must be positive")
+        if not 0 <= self.prefix_len <= self.backbone.num_drafts:
+            raise UserError(f"Domino prefix length {self.prefix_len} must be in 0..{self.backbone.num_drafts}")
+
+
+def _param(rngs: nnx.Rngs, shape: tuple[int, ...], dtype) -> nnx.Param:
+    return nnx.Param((jax.random.normal(rngs.params(), shape, jnp.float32) * 0.02).astype(dtype))
+
+
+class DominoHead(nnx.Module):
+    def __init__(self, cfg: DominoConfig, dtype, rngs: nnx.Rngs):
+        self.cfg = cfg
+        h, g, r, v = cfg.backbone.hidden_size, cfg.gru_hidden, cfg.rank, cfg.backbone.vocab_size
+        self.w_ih = _param(rngs, (3 * g, h), dtype)  # prefix_gru.weight_ih_l0
+        self.w_hh = _param(rngs, (3 * g, g), dtype)  # prefix_gru.weight_hh_l0
+        self.w1 = _param(rngs, (r, h + g), dtype)  # embed_proj.0.weight, input [z ; h]
+        self.w2 = _param(rngs, (v, r), dtype)  # embed_proj.2.weight
+
+    @property
+    def w_z(self) -> Float[Array, "R H"]:
+        return self.w1[...][:, : self.cfg.backbone.hidden_size]
+
+    @property
+    def w_s(self) -> Float[Array, "R G"]:
+        return self.w1[...][:, self.cfg.backbone.hidden_size :]
+
+    def z_part(self, hidden: Float[Array, "B N H"]) -> Float[Array, "B N R"]:
+        """`W_z · z_i` for every draft row at once (the parallel half of the first projection)."""
+        w_z = self.w_z
+        return jnp.einsum("bnh,rh->bnr", hidden.astype(w_z.dtype), w_z, preferred_element_type=jnp.float32)
+
+    def draft(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"], base: Float[Array, "B N V"],
+              bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None
+              ) -> Int[Array, "B N"]:
+        """The N drafts after `bonus`, given the backbone states and base logits of the N draft rows.
+
+        `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
+        draft i from its full corrected logits (sampled drafting).
+        """
+        return domino_draft(base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s,
+                            self.w2[...], prefix_len=self.cfg.prefix_len, choose=choose, platform=platform)
+
+    def teacher_forced_logits(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],
+                              base: Float[Array, "B N V"], prev: Int[Array, "B N"]) -> Float[Array, "B N V"]:
+        """Corrected logits of every draft row when row i's GRU state has read `prev[:, :i + 1]` (bonus, then the
+        given earlier tokens): SpecForge's training forward, and the logits greedy drafting takes argmaxes of."""
+        b, n = prev.shape
+
+        def step(h, token):
+            h = gru_step(input_gates(token, embed, self.w_ih[...]), h, self.w_hh[...])
+            return h, h
+
+        _, states = jax.lax.scan(step, jnp.zeros((b, self.cfg.gru_hidden), jnp.float32), prev.T)
+        w_s = self.w_s
+        delta_pre = self.z_part(hidden) + jnp.einsum("nbg,rg->bnr", states.astype(w_s.dtype), w_s,
+                                                     preferred_element_type=jnp.float32)
+        mid = jax.nn.silu(delta_pre).astype(self.w2[...].dtype)
+        delta = jnp.einsum("bnr,vr->bnv", mid, self.w2[...], preferred_element_type=jnp.float32)
+        corrected = jnp.arange(n)[None, :, None] >= self.cfg.prefix_len
+        return base.astype(jnp.float32) + jnp.where(corrected, delta, 0.0)
+
+
+class DominoDrafter(nnx.Module):
+    """The DFlash backbone (trained with `shift_label` in the released checkpoints) and the correction head."""
+
+    def __init__(self, cfg: DominoConfig, *, dtype=jnp.bfloat16, rngs: nnx.Rngs):
+        self.cfg = cfg
+        self.backbone = DFlashDrafter(cfg.backbone, dtype=dtype, rngs=rngs)
+        self.head = DominoHead(cfg, dtype, rngs)

@@ -1,0 +1,49 @@
+"""Domino step entry points: the fused correction + argmax kernel for the platform (or the reference), and the whole
+greedy/sampled draft loop around it.
+
+`platform` picks the kernel flavour ("gpu", "tpu"; default: the default backend; anything else, e.g. "reference" or
+"cpu", runs the pure-JAX reference). `interpret` runs the chosen kernel on the host (CPU tests): True, or for the TPU
+kernel a `pltpu.InterpretParams`.
+"""
+
+import jax
+from jax.experimental.pallas import tpu as pltpu
+from jaxtyping import Array, Float, Int
+
+from pallas_kernels.domino_step import gpu, tpu
+from pallas_kernels.domino_step.reference import (Choose, correction_argmax_reference, domino_draft_reference,
+                                                  draft_loop, greedy)
+
+GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+
+
+def correction_argmax(pre: Float[Array, "B R"], w2: Float[Array, "V R"], base: Float[Array, "B V"], *,
+                      platform: str | None = None, interpret: bool | pltpu.InterpretParams = False,
+                      **tuning) -> Int[Array, " B"]:
+    """`argmax(base + W2 · SiLU(pre))` per row; `tuning` goes to the kernel (block_v, and splits / num_warps on GPU).
+
+    Shapes a kernel does not take (GPU: rank not a power of two >= 16) run the reference.
+    """
+    platform = platform or jax.default_backend()
+    if platform in GPU_PLATFORMS and gpu.unsupported(pre, w2) is None:
+        return gpu.correction_argmax_gpu(pre, w2, base, interpret=bool(interpret), **tuning)
+    if platform == "tpu":
+        return tpu.correction_argmax_tpu(pre, w2, base, interpret=interpret, **tuning)
+    return correction_argmax_reference(pre, w2, base)
+
+
+def domino_draft(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
+                 embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
+                 w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, choose: Choose | None = None,
+                 table: Float[Array, "V G3"] | None = None, platform: str | None = None,
+                 interpret: bool | pltpu.InterpretParams = False, **tuning) -> Int[Array, "B N"]:
+    """Domino drafts of a block (reference.py states the loop). Greedy (`choose=None`) fuses each corrected step into
+    `correction_argmax`; sampled drafting needs the full corrected logits, so it runs the reference step with `choose`.
+    """
+    if choose is not None:
+        return domino_draft_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
+                                      choose=choose, table=table)
+    return draft_loop(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
+                      corrected_choice=lambda pre, base_i, i: correction_argmax(
+                          pre, w2, base_i, platform=platform, interpret=interpret, **tuning),
+                      plain_choice=greedy, table=table)

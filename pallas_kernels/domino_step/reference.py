@@ -1,0 +1,97 @@
+"""Pure-JAX Domino correction loop (jianuo-huang/Domino `code/dflash.py::spec_generate`, SpecForge `domino.py`).
+
+Draft i of a block is chosen from `base[i] + W2 · SiLU(W1 · [z_i ; h_i])` (rows below `prefix_len`: `base[i]` alone),
+where `h_i` is a bias-free GRU state that has read the target embeddings of every block token before the one being
+drafted: the bonus token, then drafts 0 .. i-1. `W1 = [W_z | W_s]` is split so `W_z · z_i` is computed for all rows in
+one GEMM (`z_part`) and only `W_s · h_i` is sequential.
+
+Numerics (shared by every kernel): the GRU state and gate math are float32; matmuls take their inputs in the weight
+dtype and accumulate in float32; the SiLU output is rounded to W2's dtype before the vocabulary GEMV (the tensor-core
+input), then the float32 base logits are added. Greedy ties go to the lowest token id (`jnp.argmax`).
+"""
+
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int
+
+# (logits [B, V] float32, draft index) -> chosen tokens [B]; sampled drafting supplies one.
+Choose = Callable[[Float[Array, "B V"], int], Int[Array, " B"]]
+
+
+def _matvec(x: Float[Array, "B I"], w: Float[Array, "O I"]) -> Float[Array, "B O"]:
+    return jnp.einsum("bi,oi->bo", x.astype(w.dtype), w, preferred_element_type=jnp.float32)
+
+
+def input_gates(tokens: Int[Array, " B"], embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"],
+                table: Float[Array, "V G3"] | None = None) -> Float[Array, "B G3"]:
+    """`W_ih · E[token]` (PyTorch gate order r, z, n), or a row of the precomputed table `E · W_ih^T`."""
+    if table is not None:
+        return jnp.take(table, tokens, axis=0).astype(jnp.float32)
+    return _matvec(jnp.take(embed, tokens, axis=0), w_ih)
+
+
+def gru_step(gi: Float[Array, "B G3"], h: Float[Array, "B G"], w_hh: Float[Array, "G3 G"]) -> Float[Array, "B G"]:
+    """One `torch.nn.GRU(bias=False)` step: r, z = σ(W_i x + W_h h); n = tanh(W_in x + r ⊙ W_hn h);
+    h' = (1 - z) ⊙ n + z ⊙ h."""
+    gh = _matvec(h, w_hh)
+    i_r, i_z, i_n = jnp.split(gi, 3, axis=-1)
+    h_r, h_z, h_n = jnp.split(gh, 3, axis=-1)
+    r = jax.nn.sigmoid(i_r + h_r)
+    z = jax.nn.sigmoid(i_z + h_z)
+    n = jnp.tanh(i_n + r * h_n)
+    return (1.0 - z) * n + z * h
+
+
+def state_part(h: Float[Array, "B G"], w_s: Float[Array, "R G"]) -> Float[Array, "B R"]:
+    return _matvec(h, w_s)
+
+
+def correction_logits(pre: Float[Array, "B R"], w2: Float[Array, "V R"], base: Float[Array, "B V"]
+                      ) -> Float[Array, "B V"]:
+    """`base + W2 · SiLU(pre)` in float32, `pre` = W_z z + W_s h (the first projection, before its SiLU)."""
+    mid = jax.nn.silu(pre.astype(jnp.float32)).astype(w2.dtype)
+    return _matvec(mid, w2) + base.astype(jnp.float32)
+
+
+def correction_argmax_reference(pre: Float[Array, "B R"], w2: Float[Array, "V R"], base: Float[Array, "B V"]
+                                ) -> Int[Array, " B"]:
+    return jnp.argmax(correction_logits(pre, w2, base), axis=-1).astype(jnp.int32)
+
+
+def draft_loop(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
+               embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
+               w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int,
+               corrected_choice: Callable[[Float[Array, "B R"], Float[Array, "B V"], int], Int[Array, " B"]],
+               plain_choice: Choose, table: Float[Array, "V G3"] | None = None) -> Int[Array, "B N"]:
+    """The sequential loop; `corrected_choice(pre, base_i, i)` picks a corrected draft, `plain_choice` a prefix one.
+
+    N is small and static (the block size), so the loop is unrolled: rows below `prefix_len` skip the correction.
+    """
+    b, n = base.shape[:2]
+    h = gru_step(input_gates(bonus, embed, w_ih, table), jnp.zeros((b, w_hh.shape[1]), jnp.float32), w_hh)
+    drafts = []
+    for i in range(n):
+        if i < prefix_len:
+            token = plain_choice(base[:, i].astype(jnp.float32), i)
+        else:
+            token = corrected_choice(z_part[:, i].astype(jnp.float32) + state_part(h, w_s), base[:, i], i)
+        drafts.append(token)
+        if i + 1 < n:
+            h = gru_step(input_gates(token, embed, w_ih, table), h, w_hh)
+    return jnp.stack(drafts, axis=1)
+
+
+def greedy(logits: Float[Array, "B V"], i: int) -> Int[Array, " B"]:
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+
+def domino_draft_reference(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
+                           embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
+                           w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int,
+                           choose: Choose = greedy, table: Float[Array, "V G3"] | None = None) -> Int[Array, "B N"]:
+    """Drafts of the whole block with full-vocabulary corrected logits at every step (greedy or sampled)."""
+    return draft_loop(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
+                      corrected_choice=lambda pre, base_i, i: choose(correction_logits(pre, w2, base_i), i),
+                      plain_choice=choose, table=table)
