@@ -87,6 +87,35 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--seed", type=int, default=0)
     dist.add_argument("--temperature", type=float, default=0.0)
     dist.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
+    e3 = train_sub.add_parser("eagle3", help="train an EAGLE-3 drafter (training-time test) on distillation data")
+    e3.add_argument("--model", default="smollm2-135m", help="the target the drafter serves")
+    e3.add_argument("--data", help="folder written by `jspec train distill`")
+    e3.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
+    e3.add_argument("--steps", type=_positive_int("--steps"), default=2000)
+    e3.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
+    e3.add_argument("--seq-len", type=_positive_int("--seq-len"), default=1024, help="tokens per packed row")
+    e3.add_argument("--lr", type=float, default=3e-4, help="peak AdamW learning rate")
+    e3.add_argument("--warmup-steps", type=int, default=100)
+    e3.add_argument("--schedule", choices=("cosine", "linear"), default="cosine", help="decay after warm-up")
+    e3.add_argument("--draft-vocab-size", type=_positive_int("--draft-vocab-size"), default=8192,
+                    help="most frequent answer tokens (capped at the target vocabulary)")
+    e3.add_argument("--ttt-steps", type=_positive_int("--ttt-steps"), default=7, help="unrolled draft depths")
+    e3.add_argument("--intermediate-size", type=_positive_int("--intermediate-size"), default=None,
+                    help="drafter MLP width (default: the target's)")
+    e3.add_argument("--eval-records", type=int, default=64, help="records held out for evaluation")
+    e3.add_argument("--eval-every", type=_positive_int("--eval-every"), default=200)
+    e3.add_argument("--save-every", type=_positive_int("--save-every"), default=500)
+    e3.add_argument("--log-every", type=_positive_int("--log-every"), default=10)
+    e3.add_argument("--seed", type=int, default=0)
+    e3.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16", help="exported weights")
+    e3.add_argument("--target-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                    help="the frozen target's forward (auto: bfloat16 on GPU/TPU, float32 on CPU)")
+    e3.add_argument("--resume", action="store_true", help="continue the run in --out (a fresh start if it has none)")
+    e3.add_argument("--stop-at", type=_positive_int("--stop-at"), default=None,
+                    help="checkpoint and stop after this step (continue with --resume)")
+    e3.add_argument("--time-limit", type=float, default=None,
+                    help="checkpoint and stop after this many seconds (continue with --resume)")
+    e3.add_argument("--export", action="store_true", help="only export the latest checkpoint to OUT/drafter")
     add_assets_parser(sub)
     return parser
 
@@ -222,6 +251,9 @@ def run_train(args) -> None:
 
     import jax
 
+    if args.train_command == "eagle3":
+        return run_train_eagle3(args)
+
     from jspec.models.loading import load_model
     from jspec.train.distill import DistillConfig, distill
 
@@ -232,6 +264,43 @@ def run_train(args) -> None:
     model = load_model(args.model, dtype=dtype)
     n = distill(model, pathlib.Path(args.out), cfg)
     print(f"jspec: {n} distillation records in {args.out}", file=sys.stderr)
+
+
+def run_train_eagle3(args) -> None:
+    import pathlib
+
+    import jax
+
+    from jspec.models.loading import load_model
+    from jspec.train.eagle3 import Eagle3TrainConfig, export_latest, train_eagle3
+
+    out = pathlib.Path(args.out)
+    target_dtype = args.target_dtype
+    if target_dtype == "auto":
+        target_dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"
+    if args.export:
+        model = load_model(args.model, dtype=target_dtype)
+        step, size = export_latest(model, out, args.dtype)
+        print(f"jspec: exported step {step} to {out / 'drafter'} ({size / 1e6:.1f} MB of weights)", file=sys.stderr)
+        return
+    if not args.data:
+        raise UserError("--data is required to train (or pass --export)")
+    cfg = Eagle3TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
+                            warmup_steps=args.warmup_steps, schedule=args.schedule,
+                            draft_vocab_size=args.draft_vocab_size, ttt_steps=args.ttt_steps,
+                            eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
+                            log_every=args.log_every, seed=args.seed, intermediate_size=args.intermediate_size)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    model = load_model(args.model, dtype=target_dtype)
+    result = train_eagle3(model, pathlib.Path(args.data), out, cfg, resume=args.resume, export_dtype=args.dtype,
+                          stop_at=args.stop_at, time_limit=args.time_limit)
+    if result["finished"]:
+        print(f"jspec: exported EAGLE-3 drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
+              "weights)", file=sys.stderr)
+    else:
+        print(f"jspec: stopped at step {result['step']} of {cfg.steps}; rerun with --resume to continue",
+              file=sys.stderr)
 
 
 def run_calibrate(args) -> None:

@@ -1,0 +1,404 @@
+"""`jspec train eagle3`: an EAGLE-3 drafter trained with training-time test on self-distillation data.
+
+Recipe (docs/algorithms.md §4.3, docs/training.md): records from `jspec train distill` are packed into fixed
+[batch, seq_len] rows; the draft vocabulary is the most frequent answer tokens of the training records; each jitted
+step runs the frozen target over the batch (three tap features + logits), unrolls the drafter for `ttt_steps` draft
+depths (`jspec.train.ttt`) and applies AdamW (β = 0.9 / 0.95, no weight decay, global-norm clip 0.5) under linear
+warm-up and cosine or linear decay. Only the drafter's fc, layer, norm and lm_head train; the embedding is the
+target's. Runs resume bit for bit from Orbax checkpoints and end with an official-format export in `OUT/drafter/`.
+
+Output folder: run.json (settings), checkpoints/<step>/, metrics.jsonl, training.png, drafter/.
+"""
+
+import dataclasses
+import functools
+import json
+import pathlib
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jaxtyping import Array, Float, Int, PyTree
+from tqdm import tqdm
+
+from jspec.config import ModelConfig
+from jspec.drafters.draft_vocab import build_draft_vocab
+from jspec.drafters.eagle3 import Eagle3Config, Eagle3Drafter
+from jspec.errors import UserError
+from jspec.io.eagle3_checkpoint import WEIGHTS_FILE, save_eagle3_checkpoint
+from jspec.io.weights import numpy_dtype
+from jspec.models.cache import BlockMask, KVCache
+from jspec.models.loading import LoadedModel
+from jspec.train.checkpoints import Checkpoints
+from jspec.train.distill import read_dataset
+from jspec.train.packing import Batcher, Packed, Record, pack, pad_rows
+from jspec.train.ttt import causal_segment_mask, summarize, ttt_forward, ttt_loss
+
+FORMAT = "jspec-eagle3-train-v1"
+GRAD_CLIP = 0.5
+# Settings that only change what is logged or saved, not the trained weights: free to differ on --resume.
+_FREE_ON_RESUME = ("eval_every", "save_every", "log_every")
+
+
+@dataclasses.dataclass(frozen=True)
+class Eagle3TrainConfig:
+    steps: int = 2000
+    batch_size: int = 8
+    seq_len: int = 1024
+    lr: float = 3e-4
+    warmup_steps: int = 100
+    schedule: str = "cosine"  # or "linear": the decay after warm-up, to 0 at `steps`
+    draft_vocab_size: int = 8192  # capped at the target's vocabulary
+    ttt_steps: int = 7
+    eval_records: int = 64
+    eval_every: int = 200
+    save_every: int = 500
+    log_every: int = 10
+    seed: int = 0
+    intermediate_size: int | None = None  # the drafter MLP width; None: the target's (the official recipe)
+
+    def __post_init__(self):
+        for name in ("steps", "batch_size", "seq_len", "ttt_steps", "eval_every", "save_every", "log_every",
+                     "draft_vocab_size"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.seq_len < self.ttt_steps + 2:
+            raise UserError(f"--seq-len {self.seq_len} is too short for {self.ttt_steps} TTT steps (the last step "
+                            f"predicts {self.ttt_steps + 1} tokens ahead): use at least {self.ttt_steps + 2}")
+        if not self.lr > 0:
+            raise UserError(f"--lr must be > 0, got {self.lr}")
+        if not 0 <= self.warmup_steps < self.steps:
+            raise UserError(f"--warmup-steps must be in 0..{self.steps - 1} (below --steps), got {self.warmup_steps}")
+        if self.schedule not in ("cosine", "linear"):
+            raise UserError(f"unknown schedule {self.schedule!r}; expected cosine or linear")
+        if self.eval_records < 0:
+            raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
+        if self.intermediate_size is not None and self.intermediate_size < 1:
+            raise UserError(f"--intermediate-size must be >= 1, got {self.intermediate_size}")
+
+
+def drafter_config(target_cfg: ModelConfig, cfg: Eagle3TrainConfig) -> Eagle3Config:
+    dcfg = Eagle3Config.for_target(target_cfg, min(cfg.draft_vocab_size, target_cfg.vocab_size))
+    if cfg.intermediate_size is not None:
+        dcfg = dataclasses.replace(dcfg, intermediate_size=cfg.intermediate_size)
+    return dcfg
+
+
+def learning_rate(cfg: Eagle3TrainConfig) -> optax.Schedule:
+    """Linear warm-up from 0 to `lr`, then cosine or linear decay to 0 at `steps`."""
+    decay_steps = cfg.steps - cfg.warmup_steps
+    if cfg.schedule == "cosine":
+        schedule = optax.cosine_decay_schedule(cfg.lr, decay_steps)
+    else:
+        schedule = optax.linear_schedule(cfg.lr, 0.0, decay_steps)
+    if cfg.warmup_steps:
+        schedule = optax.join_schedules([optax.linear_schedule(0.0, cfg.lr, cfg.warmup_steps), schedule],
+                                        [cfg.warmup_steps])
+    return schedule
+
+
+def make_optimizer(lr: Float[Array, ""] | float) -> optax.GradientTransformation:
+    """AdamW as in EAGLE-3's recipe. The learning rate is an input of the jitted step (host-side schedule), so
+    runs that differ only in their schedule share one compilation."""
+    return optax.chain(optax.clip_by_global_norm(GRAD_CLIP), optax.adamw(lr, b1=0.9, b2=0.95, weight_decay=0.0))
+
+
+# ---- data ----------------------------------------------------------------------------------------------------------
+
+def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int) -> list[Record]:
+    """The distillation records cut to `seq_len`, without those that leave nothing to learn."""
+    if not data_dir.is_dir():
+        raise UserError(f"--data {data_dir}: no such folder (make one with `jspec train distill`)")
+    records = [(tokens, mask) for _, tokens, mask in read_dataset(data_dir)]  # checks the manifest first
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    if manifest.get("vocab_size") != vocab_size:
+        raise UserError(f"--data {data_dir} was made by a model with a vocabulary of {manifest.get('vocab_size')} "
+                        f"tokens ({manifest.get('model')}); the target has {vocab_size}")
+    if not records:
+        raise UserError(f"--data {data_dir} holds no records")
+    # Step 0 at position t learns token t + 2: a record needs an answer token at index >= 2 within the row.
+    usable = [(t[:seq_len], m[:seq_len]) for t, m in records if np.asarray(m[2:seq_len]).any()]
+    if not usable:
+        raise UserError(f"no record of {data_dir} has answer tokens within the first {seq_len} tokens "
+                        "(--seq-len too small for its prompts)")
+    return usable
+
+
+def split_records(records: list[Record], eval_records: int, seed: int) -> tuple[list[Record], list[Record]]:
+    """(train, eval): `eval_records` held out at random under `seed`."""
+    if eval_records >= len(records):
+        raise UserError(f"--eval-records {eval_records} leaves no training records: the data has {len(records)} "
+                        "usable records")
+    order = np.random.default_rng(seed).permutation(len(records))
+    return [records[i] for i in order[eval_records:]], [records[i] for i in order[:eval_records]]
+
+
+# ---- jitted steps --------------------------------------------------------------------------------------------------
+
+def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batch: dict[str, Array],
+                   taps: tuple[int, ...]) -> tuple[Float[Array, "B T F"], Float[Array, "B T V"]]:
+    """Frozen target over packed rows: concatenated tap features and logits (no gradient flows back)."""
+    target = nnx.merge(target_graphdef, target_params)
+    tokens, segments = batch["tokens"], batch["segments"]
+    b, t = tokens.shape
+    real = segments != 0
+    block = causal_segment_mask(segments) & real[:, :, None] & real[:, None, :]
+    cache = KVCache.init(target.cfg, b, t, target.embed[...].dtype)
+    hidden, _, tapped = target(tokens, batch["positions"], cache, BlockMask(start=jnp.zeros((b,), jnp.int32),
+                                                                            block=block), taps=taps)
+    return (jax.lax.stop_gradient(jnp.concatenate(tapped, axis=-1)),
+            jax.lax.stop_gradient(target.logits(hidden)))
+
+
+def _loss(params: PyTree, buffers: nnx.State, graphdef: nnx.GraphDef, embed, batch, features, target_logits,
+          ttt_steps: int):
+    drafter = nnx.merge(graphdef, nnx.State(params), buffers)
+    _, step_logits = ttt_forward(drafter, embed, batch["tokens"], features, batch["positions"], batch["segments"],
+                                 ttt_steps)
+    return ttt_loss(step_logits, target_logits, batch["loss_mask"], batch["segments"], drafter.d2t[...],
+                    drafter.t2d[...])
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "taps", "ttt_steps"),
+                   donate_argnames=("state",))
+def train_step(state: PyTree, buffers: nnx.State, target_params: nnx.State, batch: dict[str, Array],
+               lr: Float[Array, ""], *, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, taps: tuple[int, ...],
+               ttt_steps: int):
+    """One optimizer step: target forward, TTT loss and gradient, clipped AdamW update. Returns (state, stats)."""
+    features, target_logits = target_outputs(target_graphdef, target_params, batch, taps)
+    embed = jax.lax.stop_gradient(target_params["embed"][...])
+    (loss, sums), grads = jax.value_and_grad(_loss, has_aux=True)(
+        state["params"], buffers, graphdef, embed, batch, features, target_logits, ttt_steps)
+    updates, opt = make_optimizer(lr).update(grads, state["opt"], state["params"])
+    new_state = {"params": optax.apply_updates(state["params"], updates), "opt": opt}
+    return new_state, {"loss": loss, "grad_norm": optax.tree.norm(grads), **sums}
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "taps", "ttt_steps"))
+def eval_step(params: PyTree, buffers: nnx.State, target_params: nnx.State, batch: dict[str, Array], *,
+              graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, taps: tuple[int, ...],
+              ttt_steps: int) -> dict[str, Float[Array, " S"]]:
+    """Summed `ttt_loss` statistics of one batch (no update)."""
+    features, target_logits = target_outputs(target_graphdef, target_params, batch, taps)
+    _, sums = _loss(params, buffers, graphdef, target_params["embed"][...], batch, features, target_logits, ttt_steps)
+    return sums
+
+
+# ---- the run -------------------------------------------------------------------------------------------------------
+
+def init_drafter(dcfg: Eagle3Config, seed: int, d2t: Int[np.ndarray, " Vd"],
+                 t2d: np.ndarray) -> tuple[nnx.GraphDef, dict, nnx.State]:
+    """(graphdef, trainable params as a pure dict, vocabulary buffers) of a fresh float32 drafter."""
+    drafter = Eagle3Drafter(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(seed))
+    drafter.set_vocab_maps(jnp.asarray(d2t, jnp.int32), jnp.asarray(t2d, bool))
+    graphdef, params, buffers = nnx.split(drafter, nnx.Param, ...)
+    return graphdef, nnx.to_pure_dict(params), buffers
+
+
+def export_drafter(graphdef: nnx.GraphDef, params: dict, buffers: nnx.State, path: pathlib.Path, dtype: str) -> int:
+    """Writes the official EAGLE-3 layout to `path` with weights in `dtype`; returns the weights file's size."""
+    cast = jax.tree.map(lambda x: jnp.asarray(x, numpy_dtype(dtype)), params)
+    save_eagle3_checkpoint(nnx.merge(graphdef, nnx.State(cast), buffers), path)
+    return (path / WEIGHTS_FILE).stat().st_size
+
+
+def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: Eagle3TrainConfig) -> dict:
+    return {"format": FORMAT, "model": model.name, "vocab_size": model.cfg.vocab_size,
+            "data": str(data_dir.absolute()), "config": dataclasses.asdict(cfg)}
+
+
+def _save_settings(out_dir: pathlib.Path, settings: dict, check: bool) -> None:
+    """Writes run.json; with `check` (a resumed run), first insists that its training settings are unchanged."""
+    path = out_dir / "run.json"
+    if check:
+        old = _read_run(out_dir)
+        old_cfg = {k: v for k, v in old.get("config", {}).items() if k not in _FREE_ON_RESUME}
+        new_cfg = {k: v for k, v in settings["config"].items() if k not in _FREE_ON_RESUME}
+        for key in sorted(set(old) | set(settings)):
+            a, b = (old_cfg, new_cfg) if key == "config" else (old.get(key), settings.get(key))
+            if a != b:
+                diff = (next(f"--{k.replace('_', '-')} {a.get(k)} vs {b.get(k)}" for k in sorted(set(a) | set(b))
+                             if a.get(k) != b.get(k)) if key == "config" else f"{key} {a!r} vs {b!r}")
+                raise UserError(f"{out_dir} holds a run with other settings ({diff}); use a new --out")
+    path.write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def _read_run(out_dir: pathlib.Path) -> dict:
+    path = out_dir / "run.json"
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{out_dir} holds no training run (no run.json)") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: unreadable ({e})") from None
+    if not isinstance(run, dict) or run.get("format") != FORMAT:
+        raise UserError(f"{path}: not a `jspec train eagle3` run")
+    return run
+
+
+class _MetricsLog:
+    """metrics.jsonl: one record per logged train interval or evaluation; a resumed run drops records past its
+    checkpoint so the file reads as if the run had never stopped."""
+
+    def __init__(self, path: pathlib.Path, keep_until: int):
+        lines = path.read_text().splitlines() if path.exists() and keep_until else []
+        path.write_text("".join(line + "\n" for line in lines if json.loads(line)["step"] <= keep_until))
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def evaluate(rows: Packed, batch_size: int, params, buffers, target_params, **statics) -> dict:
+    """Loss and per-TTT-step top-1 accuracy over the held-out rows."""
+    sums = None
+    for start in range(0, len(rows), batch_size):
+        out = eval_step(params, buffers, target_params, rows.rows(np.arange(start, start + batch_size)), **statics)
+        sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
+    return summarize(jax.device_get(sums))
+
+
+def _fmt(values: list[float]) -> str:
+    return " ".join(f"{v:.3f}" for v in values)
+
+
+def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Path, cfg: Eagle3TrainConfig, *,
+                 resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
+                 time_limit: float | None = None, progress: bool = True) -> dict:
+    """Trains (or, with `resume`, continues) until `cfg.steps`, then exports to `out_dir/drafter`.
+
+    `stop_at` (a step) and `time_limit` (seconds) end the run early after saving a checkpoint; rerun with
+    `resume` to continue. Returns a summary: the step reached, whether it finished, the last evaluation and the
+    exported weights' size.
+    """
+    numpy_dtype(export_dtype)  # validate before hours of training
+    records = load_records(data_dir, model.cfg.vocab_size, cfg.seq_len)
+    train_records, eval_records = split_records(records, cfg.eval_records, cfg.seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dcfg = drafter_config(model.cfg, cfg)
+    with Checkpoints(out_dir / "checkpoints") as checkpoints:
+        step = checkpoints.latest_step()
+        if step is not None and not resume:
+            raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
+                            "new --out")
+        _save_settings(out_dir, _settings(model, data_dir, cfg), check=step is not None)
+        if step is None:
+            d2t, t2d = build_draft_vocab(train_records, model.cfg.vocab_size, dcfg.draft_vocab_size)
+            graphdef, params, buffers = init_drafter(dcfg, cfg.seed, d2t, t2d)
+            state = {"params": params, "opt": make_optimizer(0.0).init(params)}
+            step, position = 0, {"epoch": 0, "row": 0}
+        else:
+            graphdef, state, buffers, meta = _restore(checkpoints, step, dcfg, cfg)
+            position = meta["data"]
+            if progress:
+                tqdm.write(f"jspec: resuming from step {step} ({checkpoints.directory / str(step)})", file=sys.stderr)
+        statics = dict(graphdef=graphdef, target_graphdef=model.graphdef, taps=dcfg.tap_layers,
+                       ttt_steps=cfg.ttt_steps)
+        batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
+        eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
+        metrics = _MetricsLog(out_dir / "metrics.jsonl", keep_until=step)
+        schedule = learning_rate(cfg)
+        last_eval = None
+        pending = []
+        bar = tqdm(total=cfg.steps, initial=step, desc="train eagle3", unit="step", disable=not progress)
+        t0 = time.monotonic()
+        while step < cfg.steps:
+            lr = np.float32(schedule(step))
+            state, stats = train_step(state, buffers, model.params, batcher.next(), lr, **statics)
+            step += 1
+            pending.append(stats)
+            bar.update()
+            if step % cfg.log_every == 0 or step == cfg.steps:
+                pending = jax.device_get(pending)
+                summary = summarize(jax.tree.map(lambda *x: np.sum(x, axis=0), *pending))
+                metrics.write({"step": step, "split": "train", "loss": float(np.mean([p["loss"] for p in pending])),
+                               "step_loss": summary["step_loss"], "acc": summary["acc"],
+                               "grad_norm": float(np.mean([p["grad_norm"] for p in pending])),
+                               "lr": float(lr)})
+                bar.set_postfix(loss=f"{np.mean([p['loss'] for p in pending]):.3f}", acc0=f"{summary['acc'][0]:.3f}")
+                pending = []
+            if eval_rows is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+                last_eval = evaluate(eval_rows, cfg.batch_size, state["params"], buffers, model.params, **statics)
+                metrics.write({"step": step, "split": "eval", **last_eval})
+                if progress:
+                    tqdm.write(f"step {step}/{cfg.steps}  eval loss {last_eval['loss']:.4f}  acc "
+                               f"{_fmt(last_eval['acc'])}", file=sys.stderr)
+            stop = (stop_at is not None and step >= stop_at) or (
+                time_limit is not None and time.monotonic() - t0 >= time_limit)
+            if step % cfg.save_every == 0 or step == cfg.steps or stop:
+                vocab = {"d2t": buffers["d2t"][...], "t2d": buffers["t2d"][...]}
+                checkpoints.save(step, {**state, "vocab": vocab}, {"step": step, "data": batcher.position})
+            if stop:
+                break
+        bar.close()
+    result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
+    if result["finished"]:
+        result["size_bytes"] = export_drafter(graphdef, state["params"], buffers, out_dir / "drafter", export_dtype)
+        plot_metrics(out_dir / "metrics.jsonl", out_dir / "training.png")
+    return result
+
+
+def _restore(checkpoints: Checkpoints, step: int, dcfg: Eagle3Config, cfg: Eagle3TrainConfig):
+    """(graphdef, train state, vocabulary buffers, metadata) of checkpoint `step`."""
+    placeholder_d2t = np.zeros(dcfg.draft_vocab_size, np.int32)
+    placeholder_t2d = np.arange(dcfg.vocab_size) < dcfg.draft_vocab_size
+    graphdef, params, _ = init_drafter(dcfg, cfg.seed, placeholder_d2t, placeholder_t2d)
+    abstract = jax.eval_shape(lambda p: {"params": p, "opt": make_optimizer(0.0).init(p),
+                                         "vocab": {"d2t": placeholder_d2t, "t2d": placeholder_t2d}}, params)
+    tree, meta = checkpoints.restore(step, abstract)
+    if not isinstance(meta.get("data"), dict) or set(meta["data"]) != {"epoch", "row"}:
+        raise UserError(f"{checkpoints.directory / str(step)}: checkpoint metadata lacks the data position")
+    vocab = tree.pop("vocab")
+    _, _, buffers = init_drafter(dcfg, cfg.seed, np.asarray(vocab["d2t"]), np.asarray(vocab["t2d"]))
+    return graphdef, tree, buffers, meta
+
+
+def export_latest(model: LoadedModel, out_dir: pathlib.Path, dtype: str = "bfloat16") -> tuple[int, int]:
+    """Exports the latest checkpoint of the run in `out_dir` to `out_dir/drafter`; returns (step, weights bytes)."""
+    numpy_dtype(dtype)
+    run = _read_run(out_dir)
+    if run.get("vocab_size") != model.cfg.vocab_size:
+        raise UserError(f"{out_dir} trained a drafter for a vocabulary of {run.get('vocab_size')} tokens "
+                        f"({run.get('model')}); --model has {model.cfg.vocab_size}")
+    try:
+        cfg = Eagle3TrainConfig(**run["config"])
+    except (KeyError, TypeError) as e:
+        raise UserError(f"{out_dir / 'run.json'}: unreadable settings ({e})") from None
+    dcfg = drafter_config(model.cfg, cfg)
+    with Checkpoints(out_dir / "checkpoints") as checkpoints:
+        step = checkpoints.latest_step()
+        if step is None:
+            raise UserError(f"{out_dir} has no checkpoints to export")
+        graphdef, state, buffers, _ = _restore(checkpoints, step, dcfg, cfg)
+    return step, export_drafter(graphdef, state["params"], buffers, out_dir / "drafter", dtype)
+
+
+def plot_metrics(metrics_path: pathlib.Path, png_path: pathlib.Path) -> None:
+    """Loss (train and eval) and per-TTT-step accuracy (eval, else train) against the step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    evals = [r for r in records if r["split"] == "eval"]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
+    if evals:
+        ax_loss.plot([r["step"] for r in evals], [r["loss"] for r in evals], "o-", label="eval")
+    ax_loss.set(xlabel="step", ylabel="TTT loss (Σ 0.8^i · CE_i)", title="loss")
+    ax_loss.legend()
+    acc_source, name = (evals, "eval") if evals else (train, "train")
+    for i in range(len(acc_source[0]["acc"]) if acc_source else 0):
+        ax_acc.plot([r["step"] for r in acc_source], [r["acc"][i] for r in acc_source], label=f"step {i}")
+    ax_acc.set(xlabel="step", ylabel="top-1 accuracy", title=f"{name} accuracy per TTT step", ylim=(0, 1))
+    ax_acc.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)
