@@ -1,0 +1,139 @@
+"""Domino step kernels (Pallas interpret mode on CPU) vs the pure-JAX reference: the fused correction + vocabulary
+argmax on random inputs with odd vocabulary sizes and ragged row counts, exact tie and -inf handling, the whole greedy
+draft loop, and the platform dispatch."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jax.experimental.pallas import tpu as pltpu
+
+from pallas_kernels.domino_step import correction_argmax, correction_argmax_reference, correction_logits, domino_draft
+from pallas_kernels.domino_step.gpu import correction_argmax_gpu
+from pallas_kernels.domino_step.reference import domino_draft_reference
+from pallas_kernels.domino_step.tpu import correction_argmax_tpu
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    rows: int
+    vocab: int
+    rank: int
+    dtype: str = "float32"
+    block_v: int = 128
+
+
+def make_inputs(case: Case, seed: int):
+    rng = np.random.default_rng(seed)
+    dtype = jnp.dtype(case.dtype)
+    pre = jnp.asarray(rng.normal(size=(case.rows, case.rank)), dtype)
+    w2 = jnp.asarray(rng.normal(size=(case.vocab, case.rank)) / np.sqrt(case.rank), dtype)
+    base = jnp.asarray(rng.normal(size=(case.rows, case.vocab)), jnp.float32)
+    return pre, w2, base
+
+
+def assert_same_choice(got, pre, w2, base):
+    """The kernel picked a maximal logit of the reference (up to float rounding of the dot), and exactly the
+    reference's token wherever the top two are not a near-tie."""
+    logits = np.asarray(correction_logits(pre, w2, base))
+    got = np.asarray(got)
+    assert got.shape == (logits.shape[0],) and got.dtype == np.int32
+    top = np.sort(logits, axis=1)[:, -2:]
+    chosen = logits[np.arange(len(got)), got]
+    np.testing.assert_allclose(chosen, top[:, 1], rtol=0, atol=1e-4)
+    clear = top[:, 1] - top[:, 0] > 1e-3
+    assert clear.mean() > 0.8
+    np.testing.assert_array_equal(got[clear], np.asarray(correction_argmax_reference(pre, w2, base))[clear])
+
+
+GPU_CASES = [  # (case, splits): one and many tiles per chunk, partial last tile, >16 and >64 rows (row blocks)
+    (Case(1, 1000, 32), None), (Case(3, 4099, 16, "bfloat16", 256), 3), (Case(20, 517, 64), 2),
+    (Case(70, 301, 16), None), (Case(5, 50257, 32, "bfloat16", 512), 7)]
+
+
+@pytest.mark.parametrize("case, splits", GPU_CASES, ids=str)
+def test_gpu_kernel_matches_reference(case, splits):
+    pre, w2, base = make_inputs(case, seed=case.vocab)
+    got = correction_argmax_gpu(pre, w2, base, block_v=case.block_v, splits=splits, interpret=True)
+    assert_same_choice(got, pre, w2, base)
+
+
+TPU_CASES = [Case(1, 1000, 32, block_v=256), Case(20, 4099, 16, block_v=512), Case(3, 517, 64, "bfloat16"),
+             Case(16, 50257, 32, "bfloat16", 4096)]
+
+
+@pytest.mark.parametrize("case", TPU_CASES, ids=str)
+def test_tpu_kernel_matches_reference(case):
+    pre, w2, base = make_inputs(case, seed=case.vocab + 1)
+    assert_same_choice(correction_argmax_tpu(pre, w2, base, block_v=case.block_v, interpret=True), pre, w2, base)
+
+
+def test_tpu_kernel_under_tpu_interpreter():
+    """DMA/VMEM simulation with NaN-filled uninitialised memory and race detection; rows and vocabulary ragged (the
+    last row block and vocabulary tile read past the arrays)."""
+    case = Case(20, 1000, 32, "bfloat16", 256)
+    pre, w2, base = make_inputs(case, seed=9)
+    params = pltpu.InterpretParams(detect_races=True, uninitialized_memory="nan")
+    assert_same_choice(correction_argmax_tpu(pre, w2, base, block_v=256, interpret=params), pre, w2, base)
+
+
+def tied_base(vocab: int) -> np.ndarray:
+    base = np.random.default_rng(0).integers(0, 3, size=(4, vocab)).astype(np.float32)
+    base[1] = -np.inf
+    base[1, [vocab - 5, 700, 3]] = [1.0, 2.0, 2.0]  # the tie at 3 and 700 spans tiles and chunks
+    base[2] = -np.inf  # nothing finite: id 0, as jnp.argmax
+    base[3, ::97] = 5.0
+    return base
+
+
+@pytest.mark.parametrize("flavour", ["gpu", "tpu"])
+def test_ties_go_to_the_lowest_id(flavour):
+    vocab = 1000
+    base = jnp.asarray(tied_base(vocab))
+    pre, w2 = jnp.ones((4, 16), jnp.float32), jnp.zeros((vocab, 16), jnp.float32)  # logits = base exactly
+    expect = np.argmax(tied_base(vocab), axis=1)
+    tuning = dict(block_v=128, splits=3) if flavour == "gpu" else dict(block_v=256)
+    got = correction_argmax(pre, w2, base, platform=flavour, interpret=True, **tuning)
+    np.testing.assert_array_equal(np.asarray(got), expect)
+    np.testing.assert_array_equal(np.asarray(correction_argmax_reference(pre, w2, base)), expect)
+
+
+def loop_inputs(seed: int, b=3, n=5, vocab=777, h=24, g=16, r=16):
+    rng = np.random.default_rng(seed)
+
+    def f(*shape, scale=1.0):
+        return jnp.asarray(scale * rng.normal(size=shape), jnp.float32)
+
+    return dict(base=f(b, n, vocab), z_part=f(b, n, r), bonus=jnp.asarray(rng.integers(0, vocab, b), jnp.int32),
+                embed=f(vocab, h), w_ih=f(3 * g, h, scale=h**-0.5), w_hh=f(3 * g, g, scale=g**-0.5),
+                w_s=f(r, g, scale=g**-0.5), w2=f(vocab, r, scale=2 * r**-0.5))
+
+
+@pytest.mark.parametrize("flavour", ["gpu", "tpu"])
+def test_draft_loop_with_kernel_equals_reference(flavour):
+    args = loop_inputs(10)
+    want = np.asarray(domino_draft_reference(**args, prefix_len=1))
+    got = np.asarray(domino_draft(**args, prefix_len=1, platform=flavour, interpret=True, block_v=128))
+    np.testing.assert_array_equal(got, want)
+    # A precomputed input table E · W_ih^T is the same GRU input.
+    table = jnp.einsum("vh,gh->vg", args["embed"], args["w_ih"])
+    np.testing.assert_array_equal(np.asarray(domino_draft_reference(**args, prefix_len=1, table=table)), want)
+
+
+def test_dispatch_falls_back_to_the_reference():
+    pre, w2, base = make_inputs(Case(2, 300, 24), seed=11)  # rank 24: not a Triton block shape
+    want = np.asarray(correction_argmax_reference(pre, w2, base))
+    np.testing.assert_array_equal(np.asarray(correction_argmax(pre, w2, base, platform="gpu", interpret=True)), want)
+    np.testing.assert_array_equal(np.asarray(correction_argmax(pre, w2, base, platform="reference")), want)
+    if jax.default_backend() == "cpu":
+        np.testing.assert_array_equal(np.asarray(correction_argmax(pre, w2, base)), want)
+
+
+@pytest.mark.skipif(jax.default_backend() not in ("gpu", "tpu"), reason="needs a GPU or TPU")
+@pytest.mark.parametrize("case", [Case(1, 151936, 256, "bfloat16"), Case(16, 151936, 256, "bfloat16"),
+                                  Case(4, 50257, 256)], ids=str)
+def test_kernel_on_device(case):
+    pre, w2, base = make_inputs(case, seed=12)
+    assert_same_choice(correction_argmax(pre, w2, base), pre, w2, base)
