@@ -131,6 +131,20 @@ def test_dispatch_falls_back_to_the_reference():
         np.testing.assert_array_equal(np.asarray(correction_argmax(pre, w2, base)), want)
 
 
+@pytest.mark.parametrize("flavour", ["gpu", "tpu"])
+@pytest.mark.parametrize("rows, dtype", [(1, "bfloat16"), (20, "float32")])
+def test_kernels_lower_for_h200_and_tpu(flavour, rows, dtype):
+    """Qwen3 head shapes lower to Triton IR for an (abstract) H200 and to Mosaic for TPU, with no device here."""
+    pre, base = jax.ShapeDtypeStruct((rows, 256), jnp.float32), jax.ShapeDtypeStruct((rows, 151936), jnp.float32)
+    w2 = jax.ShapeDtypeStruct((151936, 256), jnp.dtype(dtype))
+    fn = correction_argmax_gpu if flavour == "gpu" else correction_argmax_tpu
+    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device if flavour == "gpu" else None)
+    with jax.sharding.use_abstract_mesh(mesh):
+        lowered = jax.jit(fn).trace(pre, w2, base).lower(lowering_platforms=("cuda" if flavour == "gpu" else "tpu",))
+    assert "domino_correction_argmax" in lowered.as_text()
+
+
 @pytest.mark.skipif(jax.default_backend() not in ("gpu", "tpu"), reason="needs a GPU or TPU")
 @pytest.mark.parametrize("case", [Case(1, 151936, 256, "bfloat16"), Case(16, 151936, 256, "bfloat16"),
                                   Case(4, 50257, 256)], ids=str)
