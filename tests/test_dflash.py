@@ -217,6 +217,8 @@ def test_checkpoint_errors(weights, tmp_path, damage, config, target, message):
 
 
 def test_missing_or_corrupt_files(weights, tmp_path):
+    with pytest.raises(UserError, match="no such checkpoint directory"):
+        load_dflash_checkpoint(tmp_path / "absent", TARGET)
     with pytest.raises(UserError, match="no config.json"):
         load_dflash_checkpoint(tmp_path, TARGET)
     write_checkpoint(tmp_path / "c", weights, official_config())

@@ -257,6 +257,8 @@ def build_drafter(cfg: DFlashConfig | DominoConfig, tensors: Mapping[str, np.nda
 
 
 def _read_config(path: pathlib.Path) -> dict:
+    if not path.is_dir():
+        raise UserError(f"{path}: no such checkpoint directory")
     config_path = path / "config.json"
     if not config_path.is_file():
         raise UserError(f"{path}: not a DFlash/Domino checkpoint directory (no config.json)")
