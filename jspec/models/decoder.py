@@ -19,9 +19,12 @@ from pallas_kernels.tree_attention.api import tree_attention
 
 
 def attention_kernel() -> str | None:
-    # The Pallas kernels are opt-in (JSPEC_ATTENTION=pallas) until measured inside the decode loop; the XLA
-    # reference is the default everywhere.
-    return None if os.environ.get("JSPEC_ATTENTION") else "reference"
+    # JSPEC_ATTENTION decides when set. Otherwise: the GPU kernel on GPUs, where it measured faster inside the decode
+    # loop (docs/results/2026-11-29-tree-engine-h200.md); the XLA reference elsewhere, the TPU kernel included until
+    # it has been measured on a TPU.
+    if os.environ.get("JSPEC_ATTENTION"):
+        return None
+    return "gpu" if jax.default_backend() == "gpu" else "reference"
 
 def _param(rngs: nnx.Rngs, shape: tuple[int, ...], dtype, std: float = 0.02) -> nnx.Param:
     return nnx.Param((jax.random.normal(rngs.params(), shape, jnp.float32) * std).astype(dtype))
