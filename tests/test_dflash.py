@@ -298,21 +298,33 @@ def test_oracle_drafts_are_lossless_and_the_context_cache_is_the_committed_seque
 
     # Independent computation: target taps over each committed sequence, then the drafter's context K/V.
     state = res.method_state
-    drafter = nnx.merge(method.drafter, params["drafter"])
-    target = nnx.merge(m.graphdef, m.params)
+    committed = np.asarray(state.fed + state.pend_n)
+    width = int(committed.max())
+    seqs = np.zeros((len(PROMPTS), width), np.int32)
     for row, prompt in enumerate(PROMPTS):
-        fed = int(state.fed[row] + state.pend_n[row])
-        seq = jnp.asarray([(prompt + vanilla[row])[:fed]])
-        pos = jnp.arange(fed)[None]
-        full = causal_block_mask(jnp.zeros(1, jnp.int32), jnp.ones_like(pos, bool))
-        _, _, taps = target(seq, pos, KVCache.init(TARGET, 1, fed, jnp.float32), full, method.taps)
-        want = drafter.write_context(jnp.concatenate(taps, -1), pos, jnp.ones_like(pos, bool),
-                                     drafter.init_cache(1, fed, jnp.float32))
-        got = drafter.write_context(state.pend_feat[row : row + 1], int(state.fed[row]) + jnp.arange(
-            state.pend_feat.shape[1])[None], jnp.arange(state.pend_feat.shape[1])[None] < state.pend_n[row],
-            jax.tree.map(lambda x: x[:, row : row + 1] if x.ndim == 5 else x[row : row + 1], state.cache))
-        np.testing.assert_allclose(np.asarray(got.k[:, 0, :fed]), np.asarray(want.k[:, 0]), atol=2e-4)
-        np.testing.assert_allclose(np.asarray(got.v[:, 0, :fed]), np.asarray(want.v[:, 0]), atol=2e-4)
+        seqs[row, : committed[row]] = (prompt + vanilla[row])[: committed[row]]
+    pos = jnp.broadcast_to(jnp.arange(width), seqs.shape)
+    valid = pos < committed[:, None]
+
+    @jax.jit
+    def recompute(seqs):
+        target = nnx.merge(m.graphdef, m.params)
+        drafter = nnx.merge(method.drafter, params["drafter"])
+        mask = causal_block_mask(jnp.zeros(len(PROMPTS), jnp.int32), valid)
+        _, _, taps = target(seqs, pos, KVCache.init(TARGET, len(PROMPTS), width, jnp.float32), mask, method.taps)
+        want = drafter.write_context(jnp.concatenate(taps, -1), pos, valid,
+                                     drafter.init_cache(len(PROMPTS), width, jnp.float32))
+        # The last accepted path is still pending in the state: write it like the next propose would.
+        p = state.pend_feat.shape[1]
+        got = drafter.write_context(state.pend_feat, state.fed[:, None] + jnp.arange(p)[None],
+                                    jnp.arange(p)[None] < state.pend_n[:, None], state.cache)
+        return want, got
+
+    want, got = recompute(jnp.asarray(seqs))
+    for row in range(len(PROMPTS)):
+        n = committed[row]
+        np.testing.assert_allclose(np.asarray(got.k[:, row, :n]), np.asarray(want.k[:, row, :n]), atol=2e-4)
+        np.testing.assert_allclose(np.asarray(got.v[:, row, :n]), np.asarray(want.v[:, row, :n]), atol=2e-4)
 
 
 def test_build_loads_checkpoints_and_refuses_mismatches(tiny_target, weights, tmp_path):
