@@ -68,8 +68,10 @@ class DFlash(Method):
         backbone = self._backbone(nnx.merge(self.drafter, params["drafter"]))
         dtype = params["embed"].dtype
         width = backbone.cfg.feature_size
-        # The block's scratch slots lie right after the committed context, up to block_size past the target cache.
-        return DFlashState(cache=backbone.init_cache(batch, max_cache_len + self.block_size, dtype),
+        # The block's scratch slots lie right after the committed context, up to block_size past the target cache;
+        # a multiple of 128 slots suits the attention kernels' blocks.
+        slots = -(-(max_cache_len + self.block_size) // 128) * 128
+        return DFlashState(cache=backbone.init_cache(batch, slots, dtype),
                            fed=jnp.zeros((batch,), jnp.int32),
                            pend_feat=jnp.zeros((batch, self.tree_size, width), dtype),
                            pend_n=jnp.zeros((batch,), jnp.int32), rng=jax.random.key(0))
