@@ -213,18 +213,17 @@ def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: Eagle3TrainConfig
 
 def _save_settings(out_dir: pathlib.Path, settings: dict, check: bool) -> None:
     """Writes run.json; with `check` (a resumed run), first insists that its training settings are unchanged."""
-    path = out_dir / "run.json"
     if check:
-        old = _read_run(out_dir)
-        old_cfg = {k: v for k, v in old.get("config", {}).items() if k not in _FREE_ON_RESUME}
-        new_cfg = {k: v for k, v in settings["config"].items() if k not in _FREE_ON_RESUME}
-        for key in sorted(set(old) | set(settings)):
-            a, b = (old_cfg, new_cfg) if key == "config" else (old.get(key), settings.get(key))
-            if a != b:
-                diff = (next(f"--{k.replace('_', '-')} {a.get(k)} vs {b.get(k)}" for k in sorted(set(a) | set(b))
-                             if a.get(k) != b.get(k)) if key == "config" else f"{key} {a!r} vs {b!r}")
-                raise UserError(f"{out_dir} holds a run with other settings ({diff}); use a new --out")
-    path.write_text(json.dumps(settings, indent=2) + "\n")
+        def comparable(run: dict) -> dict:
+            return {**run, "config": {k: v for k, v in run.get("config", {}).items() if k not in _FREE_ON_RESUME}}
+
+        old, new = comparable(_read_run(out_dir)), comparable(settings)
+        diffs = [f"--{k.replace('_', '-')} {old['config'].get(k)} vs {v}" for k, v in new["config"].items()
+                 if old["config"].get(k) != v]
+        diffs += [f"{k} {old.get(k)!r} vs {v!r}" for k, v in new.items() if k != "config" and old.get(k) != v]
+        if diffs:
+            raise UserError(f"{out_dir} holds a run with other settings ({'; '.join(diffs)}); use a new --out")
+    (out_dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
 
 
 def _read_run(out_dir: pathlib.Path) -> dict:
@@ -241,12 +240,18 @@ def _read_run(out_dir: pathlib.Path) -> dict:
 
 
 class _MetricsLog:
-    """metrics.jsonl: one record per logged train interval or evaluation; a resumed run drops records past its
-    checkpoint so the file reads as if the run had never stopped."""
+    """metrics.jsonl: one record per logged train interval or evaluation. A resumed run drops the records past its
+    checkpoint (and a line cut short by a kill), so the file reads as if the run had never stopped."""
 
     def __init__(self, path: pathlib.Path, keep_until: int):
-        lines = path.read_text().splitlines() if path.exists() and keep_until else []
-        path.write_text("".join(line + "\n" for line in lines if json.loads(line)["step"] <= keep_until))
+        kept = []
+        for line in path.read_text().splitlines() if path.exists() and keep_until else []:
+            try:
+                if json.loads(line)["step"] <= keep_until:
+                    kept.append(line + "\n")
+            except (ValueError, KeyError, TypeError):
+                continue
+        path.write_text("".join(kept))
         self.path = path
 
     def write(self, record: dict) -> None:
@@ -297,18 +302,22 @@ def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
             position = meta["data"]
             if progress:
                 tqdm.write(f"jspec: resuming from step {step} ({checkpoints.directory / str(step)})", file=sys.stderr)
+        # Restored arrays come back committed to a device; commit fresh ones too, so a resumed run reuses the
+        # compiled step (the jit cache keys on it).
+        state = jax.device_put(state, jax.devices()[0])
         statics = dict(graphdef=graphdef, target_graphdef=model.graphdef, taps=dcfg.tap_layers,
                        ttt_steps=cfg.ttt_steps)
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         metrics = _MetricsLog(out_dir / "metrics.jsonl", keep_until=step)
-        schedule = learning_rate(cfg)
+        # The whole schedule up front: reading a device value every step would make the host wait for the device.
+        lrs = np.asarray(jax.vmap(learning_rate(cfg))(jnp.arange(cfg.steps)), np.float32)
         last_eval = None
         pending = []
         bar = tqdm(total=cfg.steps, initial=step, desc="train eagle3", unit="step", disable=not progress)
         t0 = time.monotonic()
         while step < cfg.steps:
-            lr = np.float32(schedule(step))
+            lr = lrs[step]
             state, stats = train_step(state, buffers, model.params, batcher.next(), lr, **statics)
             step += 1
             pending.append(stats)
@@ -316,11 +325,11 @@ def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
             if step % cfg.log_every == 0 or step == cfg.steps:
                 pending = jax.device_get(pending)
                 summary = summarize(jax.tree.map(lambda *x: np.sum(x, axis=0), *pending))
-                metrics.write({"step": step, "split": "train", "loss": float(np.mean([p["loss"] for p in pending])),
-                               "step_loss": summary["step_loss"], "acc": summary["acc"],
-                               "grad_norm": float(np.mean([p["grad_norm"] for p in pending])),
+                loss = float(np.mean([p["loss"] for p in pending]))
+                metrics.write({"step": step, "split": "train", "loss": loss, "step_loss": summary["step_loss"],
+                               "acc": summary["acc"], "grad_norm": float(np.mean([p["grad_norm"] for p in pending])),
                                "lr": float(lr)})
-                bar.set_postfix(loss=f"{np.mean([p['loss'] for p in pending]):.3f}", acc0=f"{summary['acc'][0]:.3f}")
+                bar.set_postfix(loss=f"{loss:.3f}", acc0=f"{summary['acc'][0]:.3f}")
                 pending = []
             if eval_rows is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
                 last_eval = evaluate(eval_rows, cfg.batch_size, state["params"], buffers, model.params, **statics)
