@@ -53,7 +53,8 @@ def _write_tiny_model(path: pathlib.Path) -> None:
         if len(shape) == 1:
             tensors[name] = 1 + 0.1 * rng.normal(size=shape)
         else:  # O(1) activations and peaked, context-dependent next-token distributions
-            tensors[name] = rng.normal(size=shape) * (2.0 if "embed" in name or "lm_head" in name else 1 / np.sqrt(shape[1]))
+            scale = 2.0 if "embed" in name or "lm_head" in name else 1 / np.sqrt(shape[1])
+            tensors[name] = rng.normal(size=shape) * scale
     safetensors.numpy.save_file({k: v.astype(np.float32) for k, v in tensors.items()}, str(path / "model.safetensors"))
     tok = Tokenizer(models.WordLevel({f"t{i}": i for i in range(VOCAB)}, unk_token="t0"))
     tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
