@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto",
                      help="auto: bfloat16 on GPU/TPU, float32 on CPU")
     gen.add_argument("--budget", type=_positive_int("--budget"), default=60, help="verification slots per step")
+    gen.add_argument("--fixed-split", type=int, default=None, metavar="K",
+                     help="graft without adaptive pruning: keep K draft nodes every step, retrieve the rest")
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
     gen.add_argument("--method-state", help="start from a saved method state (e.g. `jspec calibrate` output)")
@@ -63,7 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--top-p", type=float, default=1.0)
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--drafter", help="drafter for draft_model (model name/path or truncate:N)")
-    bench.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint directory for eagle3")
+    bench.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint directory for eagle3, eagle3_pruned and graft")
+    bench.add_argument("--fixed-split", type=int, default=None, metavar="K",
+                       help="run graft without adaptive pruning: K draft nodes every step, the rest retrieved")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     bench.add_argument("--out", required=True, help="output folder for results.jsonl, summary.md, summary.png")
     cal = sub.add_parser("calibrate", help="warm up a method's state on ShareGPT prompts and save it")
@@ -72,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--warmup", type=_positive_int("--warmup"), default=5, help="ShareGPT prompts to decode")
     cal.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=256)
     cal.add_argument("--budget", type=_positive_int("--budget"), default=60)
+    cal.add_argument("--drafter", help="EAGLE-3 checkpoint directory (graft, eagle3_pruned)")
+    cal.add_argument("--seed", type=int, default=0, help="draws graft's warm-up prompts")
     cal.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     cal.add_argument("--out", required=True, help="file to write the state to (load it with --method-state)")
     train = sub.add_parser("train", help="drafter training pipeline")
@@ -171,7 +177,8 @@ def run_generate(args) -> None:
     from jspec.methods import build, get_method
 
     # Validate the name and options before anything heavy is loaded.
-    get_method(args.method, **_drafter_placeholder(args.method), **_budget_option(args.method, args.budget))
+    options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split)}
+    get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
     from jspec.config import decode_defaults
@@ -191,7 +198,7 @@ def run_generate(args) -> None:
     if cache_len > model.cfg.max_position:
         raise UserError(f"--max-cache-len {cache_len} exceeds the context length of {model.name} "
                         f"({model.cfg.max_position} tokens)")
-    method, method_params = build(args.method, model, args.drafter, **_budget_option(args.method, args.budget))
+    method, method_params = build(args.method, model, args.drafter, **options)
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
     method_state = method.load_state(args.method_state) if args.method_state else None
@@ -225,6 +232,10 @@ def run_bench(args) -> None:
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     for m in methods:
         get_method(m, **_drafter_placeholder(m))
+    if args.fixed_split is not None:
+        if "graft" not in methods:
+            raise UserError("--fixed-split applies to graft, which is not among --methods")
+        get_method("graft", fixed_split=args.fixed_split)
     datasets = tuple(d.strip() for d in args.dataset.split(",") if d.strip())
     for d in datasets:
         if d not in DATASETS:
@@ -233,7 +244,7 @@ def run_bench(args) -> None:
     model = load_model(args.model, dtype=dtype)
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
-                      drafter=args.drafter, eagle3_drafter=args.eagle3_drafter)
+                      drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split)
     out = pathlib.Path(args.out)
     run(model, cfg, out)
     device = jax.devices()[0].device_kind
@@ -316,10 +327,21 @@ def run_calibrate(args) -> None:
     get_method(args.method, **_drafter_placeholder(args.method), **_budget_option(args.method, args.budget))
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype)
-    method, params = build(args.method, model, None, **_budget_option(args.method, args.budget))
+    method, params = build(args.method, model, args.drafter, **_budget_option(args.method, args.budget))
     encoded = (model.tokenizer.encode_chat([{"role": "user", "content": r["prompt"]}])
                for r in load_prompts("sharegpt", 20 * args.warmup))
-    prompts = [ids for ids in encoded if len(ids) <= 1024][: args.warmup]  # long conversations would size the cache
+    pool = [ids for ids in encoded if len(ids) <= 1024]  # long conversations would size the cache
+    if args.method in ("graft", "eagle3_pruned"):
+        from jspec.methods.graft import calibrate
+
+        state, stats = calibrate(model, method, params, pool, warmup=args.warmup, max_new_tokens=args.max_new_tokens,
+                                 seed=args.seed)
+        method.save_state(state, args.out)
+        taus = ", ".join(f"tau_{d} = {t:.3f}" for d, t in zip(method.checkpoints, state.thresholds.tolist()))
+        print(f"jspec: {args.method} thresholds from {len(stats['accepted'])} dense-tree steps: {taus}; saved with "
+              f"the {'adjacency matrix ' if state.adjacency is not None else ''}to {args.out}", file=sys.stderr)
+        return
+    prompts = pool[: args.warmup]
     state = None
     for i, ids in enumerate(tqdm(prompts, desc="warm-up", unit="prompt")):
         _, state = run_batch(model, method, [ids], max_new_tokens=args.max_new_tokens, sampling=Sampling(), seed=i,
@@ -330,8 +352,17 @@ def run_calibrate(args) -> None:
 
 
 def _budget_option(method: str, budget: int) -> dict:
-    """--budget sizes the tree of the methods whose tree is a budget (token_recycling); the others are fixed."""
-    return {"budget": budget} if method == "token_recycling" else {}
+    """--budget sizes the tree of the methods whose tree is a budget (token_recycling, graft, eagle3_pruned); the
+    others are fixed."""
+    return {"budget": budget} if method in ("token_recycling", "graft", "eagle3_pruned") else {}
+
+
+def _fixed_split_option(method: str, fixed_split: int | None) -> dict:
+    if fixed_split is None:
+        return {}
+    if method != "graft":
+        raise UserError("--fixed-split applies to --method graft only")
+    return {"fixed_split": fixed_split}
 
 
 def _drafter_placeholder(method: str) -> dict:

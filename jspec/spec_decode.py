@@ -142,8 +142,8 @@ def speculative_generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: lis
     tokens, lens = pad_prompts(prompts, max_cache_len, width=pad_to)
     if cache_dtype is None:
         cache_dtype = jax.tree.leaves(params)[0].dtype
-    if method_state is None:
-        method_state = method.init_state(method_params, len(prompts), max_cache_len)
+    method_state = (method.init_state(method_params, len(prompts), max_cache_len) if method_state is None else
+                    method.resume_state(method_params, method_state, len(prompts), max_cache_len))
     t0 = time.perf_counter()
     state = _prefill_jit(graphdef, params, jnp.asarray(tokens), jnp.asarray(lens), jax.random.key(seed),
                          method_params, method_state, method=method, sampling=sampling,

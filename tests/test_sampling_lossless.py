@@ -67,7 +67,7 @@ def chi_square_pvalue(counts: np.ndarray, expected_p: np.ndarray) -> float:
 def make_method(name, cfg, graphdef, params):
     target = LoadedModel(name="tiny", cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
                          chat=False)
-    if name == "eagle3":  # a random drafter over the tiny target: proposals are arbitrary, the output must not be
+    if name in ("eagle3", "eagle3_pruned", "graft"):  # a random drafter: arbitrary proposals, the output must not be
         from jspec.drafters.eagle3 import Eagle3Config, Eagle3Drafter
 
         taps = (0, 1, 1)  # the 2-layer target has no EAGLE-3 tap layers; any three layers exercise the plumbing
@@ -75,7 +75,10 @@ def make_method(name, cfg, graphdef, params):
                             rms_norm_eps=1e-6, rope=cfg.rope, target_hidden_size=32, draft_vocab_size=VOCAB,
                             vocab_size=VOCAB, tap_layers=taps)
         d_graphdef, d_params = nnx.split(Eagle3Drafter(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(1)))
-        method = get_method("eagle3", drafter=d_graphdef, taps=taps, top_k=2, depth=2, budget=5)
+        # Thresholds that prune some rows at depth 0 or 1 and not others; graft retrieves into the freed slots.
+        pruning = {"eagle3": {}, "eagle3_pruned": {"thresholds": (0.3, 0.2, 0.0)},
+                   "graft": {"thresholds": (0.3, 0.2, 0.0), "vocab_size": VOCAB}}[name]
+        method = get_method(name, drafter=d_graphdef, taps=taps, top_k=2, depth=2, budget=5, **pruning)
         return method, {"drafter": d_params, "embed": params["embed"][...]}
     if name in ("dflash", "domino"):  # random block drafters; taps (0, 1) just exercise the plumbing here
         from jspec.drafters.dflash import DFlashConfig, DFlashDrafter

@@ -11,7 +11,8 @@ from tqdm import tqdm
 from jspec.bench.datasets import load_prompts
 from jspec.bench.divergence import divergence_gap
 from jspec.errors import UserError
-from jspec.methods import build
+from jspec.methods import EAGLE3_METHODS, build
+from jspec.methods.graft import Eagle3Pruned
 from jspec.models.loading import LoadedModel
 from jspec.runner import run_batch
 from jspec.sampling import Sampling
@@ -26,15 +27,23 @@ class BenchConfig:
     sampling: Sampling = Sampling()
     seed: int = 0
     drafter: str | None = None  # draft_model's drafter
-    eagle3_drafter: str | None = None  # eagle3's checkpoint directory
+    eagle3_drafter: str | None = None  # the EAGLE-3 checkpoint directory of eagle3, eagle3_pruned and graft
+    fixed_split: int | None = None  # graft without adaptive pruning: draft nodes kept every step
     max_prompt_tokens: int = 1024
 
 
 def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: bool = True) -> list[dict]:
     """Writes `results.jsonl` (one record per method x prompt) under `out_dir` and returns the records."""
     methods = ("vanilla",) + tuple(m for m in cfg.methods if m != "vanilla")
-    drafters = {"draft_model": cfg.drafter, "eagle3": cfg.eagle3_drafter}
-    built = {name: build(name, model, drafters.get(name)) for name in methods}
+    drafters = {"draft_model": cfg.drafter, **dict.fromkeys(EAGLE3_METHODS, cfg.eagle3_drafter)}
+    options = {name: {} for name in methods}
+    if cfg.fixed_split is not None:
+        options["graft"] = {"fixed_split": cfg.fixed_split}
+    if "eagle3" in methods and {"graft", "eagle3_pruned"} & set(methods):
+        # The dense baseline grows the same tree Graft prunes (Graft drafts deeper than eagle3's default).
+        dense = Eagle3Pruned()
+        options["eagle3"] = {"depth": dense.depth, "top_k": dense.top_k, "budget": dense.budget}
+    built = {name: build(name, model, drafters.get(name), **options[name]) for name in methods}
     out_dir.mkdir(parents=True, exist_ok=True)
     records = []
     with open(out_dir / "results.jsonl", "w", encoding="utf-8") as sink:

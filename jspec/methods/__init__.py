@@ -7,16 +7,18 @@ from jspec.methods.base import Method
 from jspec.methods.dflash import DFlash, Domino
 from jspec.methods.draft_model import DraftModel
 from jspec.methods.eagle3 import Eagle3
+from jspec.methods.graft import Eagle3Pruned, Graft
 from jspec.methods.pld import PromptLookup
 from jspec.methods.token_recycling import TokenRecycling
 
+EAGLE3_METHODS = ("eagle3", "eagle3_pruned", "graft")  # an EAGLE-3 drafter (--drafter / --eagle3-drafter)
 ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "eagle3_pruned", "graft", "dflash",
                "domino", "graft_tail")
 
 
 def available() -> dict[str, type[Method]]:
     return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel, "token_recycling": TokenRecycling,
-            "eagle3": Eagle3, "dflash": DFlash, "domino": Domino}
+            "eagle3": Eagle3, "eagle3_pruned": Eagle3Pruned, "graft": Graft, "dflash": DFlash, "domino": Domino}
 
 
 def build(name: str, target, drafter: str | None = None, **options) -> tuple[Method, Any]:
@@ -32,16 +34,16 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
                             "copy of the target)")
         graphdef, params = load_drafter(spec, target)
         return get_method(name, drafter=graphdef, **options), params
-    if name == "eagle3":
+    if name in EAGLE3_METHODS:
         from flax import nnx
 
         from jspec.io.eagle3_checkpoint import load_eagle3_checkpoint
 
         if not drafter:
-            raise UserError("eagle3 needs an EAGLE-3 checkpoint directory (config.json + model.safetensors): --drafter "
-                            "for generate, --eagle3-drafter for bench")
+            raise UserError(f"{name} needs an EAGLE-3 checkpoint directory (config.json + model.safetensors): "
+                            "--drafter for generate and calibrate, --eagle3-drafter for bench")
         graphdef, params = nnx.split(load_eagle3_checkpoint(drafter, target.cfg, target.dtype))
-        return eagle3_method(target, graphdef, params, **options)
+        return eagle3_method(target, graphdef, params, name=name, **options)
     if name in ("dflash", "domino"):
         from jspec.io.dflash_checkpoint import load_dflash_checkpoint
 
@@ -56,11 +58,14 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
     return get_method(name, **options), ()
 
 
-def eagle3_method(target, graphdef, drafter_params, **options) -> tuple[Method, Any]:
-    """An eagle3 method around a drafter (graphdef, params) for `target`; the target's embedding is shared."""
+def eagle3_method(target, graphdef, drafter_params, name: str = "eagle3", **options) -> tuple[Method, Any]:
+    """An eagle3 / eagle3_pruned / graft method around a drafter (graphdef, params) for `target`; the target's
+    embedding is shared."""
     from jspec.drafters.eagle3 import eagle3_tap_layers
 
-    method = get_method("eagle3", drafter=graphdef, taps=eagle3_tap_layers(target.cfg.num_layers), **options)
+    if name == "graft":
+        options = {"vocab_size": target.cfg.vocab_size, **options}
+    method = get_method(name, drafter=graphdef, taps=eagle3_tap_layers(target.cfg.num_layers), **options)
     return method, {"drafter": drafter_params, "embed": target.params["embed"][...]}
 
 

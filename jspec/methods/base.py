@@ -49,6 +49,11 @@ class Method:
     def init_state(self, params: Any, batch: int, max_cache_len: int) -> Any:
         return ()
 
+    def resume_state(self, params: Any, state: Any, batch: int, max_cache_len: int) -> Any:
+        """Fits a state handed back by an earlier call (or `load_state`) to this call's batch and cache: what
+        persists across prompts (an adjacency matrix) stays, per-sequence parts may be rebuilt. Default: as is."""
+        return state
+
     def prefill(self, params: Any, state: Any, tokens: Int[Array, "B T"], prompt_lens: Int[Array, " B"],
                 first_token: Int[Array, " B"], features: Float[Array, "B T F"] | None) -> Any:
         """Called once after the target's prefill: right-padded prompts, the first generated token and the

@@ -13,9 +13,10 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from jspec.drafters.dynamic_tree import build_dynamic_tree, window_size
+from jspec.drafters.dynamic_tree import DraftTreeInfo, build_dynamic_tree, window_size
 from jspec.methods.base import Context, Method
 from jspec.models.cache import BlockMask, KVCache, causal_block_mask
+from jspec.tree import Tree
 
 
 @jax.tree_util.register_dataclass
@@ -51,7 +52,8 @@ class Eagle3(Method):
 
     @property
     def pending(self) -> int:
-        return self.depth + 1
+        """Pairs an accepted path can leave to feed: its nodes, the root included."""
+        return self.max_depth + 1
 
     def init_state(self, params, batch: int, max_cache_len: int) -> Eagle3State:
         drafter = nnx.merge(self.drafter, params["drafter"])
@@ -80,6 +82,12 @@ class Eagle3(Method):
                            pend_n=jnp.ones((b,), jnp.int32))
 
     def propose(self, params, state: Eagle3State, ctx: Context):
+        tree, _, state = self.draft_tree(params, state, ctx)
+        return tree, state
+
+    def draft_tree(self, params, state: Eagle3State, ctx: Context, **pruning) -> tuple[Tree, DraftTreeInfo,
+                                                                                        Eagle3State]:
+        """Feeds the pending pairs, grows the dynamic tree (`pruning`: build_dynamic_tree's checkpoint options)."""
         drafter = nnx.merge(self.drafter, params["drafter"])
         embed = params["embed"]
         b, p = state.pend_tok.shape
@@ -108,9 +116,10 @@ class Eagle3(Method):
             return (cache, buffer), jax.nn.log_softmax(lg, axis=-1)
 
         token_ids = jnp.arange(drafter.d2t.shape[0]) + drafter.d2t[...]
-        tree, _, (cache, _) = build_dynamic_tree(step, (cache, buffer), ctx.root, first_logprobs, top_k=self.top_k,
-                                                 depth=self.depth, budget=self.budget, token_ids=token_ids)
-        return tree, dataclasses.replace(state, cache=cache, fed=fed, pend_n=jnp.zeros_like(state.pend_n))
+        tree, info, (cache, _) = build_dynamic_tree(step, (cache, buffer), ctx.root, first_logprobs,
+                                                    top_k=self.top_k, depth=self.depth, budget=self.budget,
+                                                    token_ids=token_ids, **pruning)
+        return tree, info, dataclasses.replace(state, cache=cache, fed=fed, pend_n=jnp.zeros_like(state.pend_n))
 
     def observe(self, params, state: Eagle3State, tree, logits, acceptance, features) -> Eagle3State:
         p = self.pending

@@ -1,12 +1,15 @@
-"""Static retrieval trees (Token Recycling): each node is a path of successor ranks from the root.
+"""Static retrieval trees (Token Recycling, Graft's stages): each node is a path of successor ranks from the root.
 
 A template is a tree in BFS order: node 0 is the root, `parents[i] < i`, depths never decrease, and node i's token
 is entry `ranks[i]` of its parent's adjacency row. Retrieval then needs one gather per depth level.
 """
 
 import dataclasses
+import functools
+import pathlib
 
 import numpy as np
+import yaml
 
 from jspec.errors import UserError
 
@@ -110,3 +113,89 @@ def template(name: str) -> Template:
     if name == "tr-60":
         return tr_prefix(60)
     raise UserError(f"unknown template {name!r}; expected 'tr-2.2.2' or 'tr-60'")
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GraftTemplates:
+    """Graft's nested stage templates (configs/graft/templates.yaml) as one pool with a priority order.
+
+    `pool` is the largest template in BFS order (retrieval gathers it level by level). `order` lists the pool's
+    nodes by priority: the smallest template first, then what each larger one adds, each part in BFS order, so every
+    prefix of the order is a tree and each stage's template is the prefix of its size.
+    """
+
+    pool: Template
+    order: np.ndarray  # [pool.size] pool index of each priority position; order[0] = 0 (the root)
+    parents: np.ndarray  # [pool.size] priority position of each priority node's parent; -1 for the root
+    depths: np.ndarray  # [pool.size] depth of each priority node
+    budget: int  # the budget `stage_sizes` are given for
+    stage_sizes: tuple[tuple[int, int], ...]  # (checkpoint depth, template size incl. root), ascending depths
+
+
+@dataclasses.dataclass(frozen=True)
+class GraftStages:
+    """Per-stage split of a verification budget; stage i < len(checkpoints) = pruned at checkpoints[i], the last
+    stage = not pruned. `draft[i] + retrieve[i] == budget` (the root is counted once, in `retrieve`)."""
+
+    checkpoints: tuple[int, ...]
+    draft: tuple[int, ...]  # draft nodes kept (root excluded)
+    retrieve: tuple[int, ...]  # retrieval template size, root included (1: nothing retrieved)
+
+
+GRAFT_TEMPLATES_FILE = pathlib.Path("graft") / "templates.yaml"
+
+
+@functools.cache
+def graft_templates(path: pathlib.Path | None = None) -> GraftTemplates:
+    """Reads and checks the Graft templates (default: configs/graft/templates.yaml)."""
+    from jspec.config import configs_dir
+
+    path = path or configs_dir() / GRAFT_TEMPLATES_FILE
+    try:
+        raw = yaml.safe_load(path.read_text())
+        budget, stages = int(raw["budget"]), {int(d): int(n) for d, n in raw["stages"].items()}
+        templates = {int(n): _paths(tuple(levels)) for n, levels in raw["templates"].items()}
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError) as e:
+        raise UserError(f"cannot read Graft templates from {path}: {e}") from None
+    sizes = sorted(templates)
+    problems = [f"template {n} has {len(templates[n]) + 1} nodes with the root" for n in sizes
+                if len(templates[n]) + 1 != n]
+    problems += [f"template {a} is not contained in template {b}" for a, b in zip(sizes, sizes[1:])
+                 if not set(templates[a]) <= set(templates[b])]
+    problems += [f"stage size {n} has no template" for n in stages.values() if n not in templates]
+    if budget < max(stages.values(), default=1) or sorted(stages.values(), reverse=True) != list(stages.values()):
+        problems.append(f"stage sizes {stages} must shrink with depth and fit the budget {budget}")
+    if problems:
+        raise UserError(f"{path}: " + "; ".join(problems))
+    priority, seen = [], set()
+    for n in sizes:  # each part in its template's (BFS) order, so parents come first and every prefix is a tree
+        priority += [p for p in templates[n] if p not in seen]
+        seen.update(templates[n])
+    try:
+        pool = Template.from_paths(templates[sizes[-1]])
+    except ValueError as e:
+        raise UserError(f"{path}: {e}") from None
+    index = {(): 0, **{p: i + 1 for i, p in enumerate(templates[sizes[-1]])}}
+    position = {(): 0, **{p: i + 1 for i, p in enumerate(priority)}}
+    return GraftTemplates(
+        pool=pool, order=np.array([0] + [index[p] for p in priority], np.int32),
+        parents=np.array([-1] + [position[p[:-1]] for p in priority], np.int32),
+        depths=np.array([0] + [len(p) for p in priority], np.int32), budget=budget,
+        stage_sizes=tuple(sorted(stages.items())))
+
+
+def graft_stages(budget: int, templates: GraftTemplates | None = None) -> GraftStages:
+    """The stage split for `budget` slots: the template sizes scale with budget / reference budget (rounded, at least
+    the root) and the draft keeps the rest. Raises `UserError` when the budget is out of the templates' range."""
+    t = templates or graft_templates()
+
+    def split(b: int) -> tuple[int, ...]:
+        return tuple(max(1, int(np.floor(n * b / t.budget + 0.5))) for _, n in t.stage_sizes) + (1,)
+
+    limit = max((b for b in range(1, 4 * t.budget) if max(split(b)) <= t.pool.size), default=0)
+    if not 1 <= budget <= limit:
+        raise UserError(f"graft budget must be in 1..{limit} (the retrieval templates hold {t.pool.size} slots), "
+                        f"got {budget}")
+    retrieve = split(budget)
+    return GraftStages(checkpoints=tuple(d for d, _ in t.stage_sizes), draft=tuple(budget - r for r in retrieve),
+                       retrieve=retrieve)
