@@ -133,6 +133,7 @@ class ModelPreset:
     chat: bool
     config: ModelConfig
     default_drafter: str | None = None  # for draft_model: a preset name or truncate:N
+    eagle3_drafter: str | None = None  # for eagle3 / eagle3_pruned / graft: a drafter in jspec/weights/ or a path
 
 
 @functools.cache
@@ -146,6 +147,7 @@ def model_presets() -> dict[str, ModelPreset]:
             description=raw.get("description", ""),
             chat=bool(raw.get("chat", True)),
             default_drafter=raw.get("default_drafter"),
+            eagle3_drafter=raw.get("eagle3_drafter"),
             config=ModelConfig.from_dict(raw["config"]),
         )
     return presets

@@ -39,10 +39,15 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
 
         from jspec.io.eagle3_checkpoint import load_eagle3_checkpoint
 
+        from jspec.config import model_presets
+        from jspec.drafters.bundled import resolve_drafter
+
+        preset = model_presets().get(target.name)
+        drafter = drafter or (preset.eagle3_drafter if preset else None)
         if not drafter:
             raise UserError(f"{name} needs an EAGLE-3 checkpoint directory (config.json + model.safetensors): "
                             "--drafter for generate and calibrate, --eagle3-drafter for bench")
-        graphdef, params = nnx.split(load_eagle3_checkpoint(drafter, target.cfg, target.dtype))
+        graphdef, params = nnx.split(load_eagle3_checkpoint(resolve_drafter(drafter), target.cfg, target.dtype))
         return eagle3_method(target, graphdef, params, name=name, **options)
     if name in ("dflash", "domino"):
         from jspec.io.dflash_checkpoint import load_dflash_checkpoint
