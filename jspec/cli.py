@@ -122,8 +122,57 @@ def build_parser() -> argparse.ArgumentParser:
     e3.add_argument("--time-limit", type=float, default=None,
                     help="checkpoint and stop after this many seconds (continue with --resume)")
     e3.add_argument("--export", action="store_true", help="only export the latest checkpoint to OUT/drafter")
+    for name, what in (("dflash", "a DFlash block drafter"), ("domino", "a Domino drafter (DFlash backbone + GRU "
+                                                                         "correction head)")):
+        _add_block_train_parser(train_sub.add_parser(name, help=f"train {what} on distillation data"), name)
     add_assets_parser(sub)
     return parser
+
+
+def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
+    """`train dflash` / `train domino`: the flags of `train eagle3` plus the block recipe's (and Domino's head)."""
+    p.add_argument("--model", default="smollm2-135m", help="the target the drafter serves")
+    p.add_argument("--data", help="folder written by `jspec train distill`")
+    p.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
+    p.add_argument("--steps", type=_positive_int("--steps"), default=2000)
+    p.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
+    p.add_argument("--seq-len", type=_positive_int("--seq-len"), default=1024, help="tokens per packed row")
+    p.add_argument("--lr", type=float, default=6e-4, help="peak AdamW learning rate")
+    p.add_argument("--warmup-steps", type=int, default=100)
+    p.add_argument("--schedule", choices=("cosine", "linear"), default="cosine", help="decay after warm-up")
+    p.add_argument("--block-size", type=int, default=16, help="block tokens: the anchor + B - 1 masks")
+    p.add_argument("--num-layers", type=_positive_int("--num-layers"), default=5,
+                   help="draft layers (= tapped target layers)")
+    p.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128,
+                   help="blocks trained per packed row")
+    p.add_argument("--gamma-decay", type=float, default=7.0, help="position weights exp(-(k-1)/gamma)")
+    p.add_argument("--intermediate-size", type=_positive_int("--intermediate-size"), default=None,
+                   help="drafter MLP width (default: the target's)")
+    if command == "domino":
+        p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
+        p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
+        p.add_argument("--curriculum-fraction", type=float, default=0.5,
+                       help="fraction of the steps over which the base-loss share falls from 1 to 0")
+        p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
+        p.add_argument("--ttt", action="store_true",
+                       help="the GRU reads the drafter's own greedy drafts (training-time test), not the data")
+        p.add_argument("--head-off", action="store_true", help="no correction head: the plain DFlash recipe")
+        p.add_argument("--init-backbone", metavar="DIR",
+                       help="start the backbone from a DFlash/Domino checkpoint (e.g. RUN/drafter)")
+    p.add_argument("--eval-records", type=int, default=64, help="records held out for evaluation")
+    p.add_argument("--eval-every", type=_positive_int("--eval-every"), default=200)
+    p.add_argument("--save-every", type=_positive_int("--save-every"), default=500)
+    p.add_argument("--log-every", type=_positive_int("--log-every"), default=10)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16", help="exported weights")
+    p.add_argument("--target-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                   help="the frozen target's forward (auto: bfloat16 on GPU/TPU, float32 on CPU)")
+    p.add_argument("--resume", action="store_true", help="continue the run in --out (a fresh start if it has none)")
+    p.add_argument("--stop-at", type=_positive_int("--stop-at"), default=None,
+                   help="checkpoint and stop after this step (continue with --resume)")
+    p.add_argument("--time-limit", type=float, default=None,
+                   help="checkpoint and stop after this many seconds (continue with --resume)")
+    p.add_argument("--export", action="store_true", help="only export the latest checkpoint to OUT/drafter")
 
 
 def read_prompts(args) -> list[dict]:
@@ -264,6 +313,8 @@ def run_train(args) -> None:
 
     if args.train_command == "eagle3":
         return run_train_eagle3(args)
+    if args.train_command in ("dflash", "domino"):
+        return run_train_dflash(args)
 
     from jspec.models.loading import load_model
     from jspec.train.distill import DistillConfig, distill
@@ -309,6 +360,50 @@ def run_train_eagle3(args) -> None:
     if result["finished"]:
         print(f"jspec: exported EAGLE-3 drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
               "weights)", file=sys.stderr)
+    else:
+        print(f"jspec: stopped at step {result['step']} of {cfg.steps}; rerun with --resume to continue",
+              file=sys.stderr)
+
+
+def run_train_dflash(args) -> None:
+    import pathlib
+
+    import jax
+
+    from jspec.models.loading import load_model
+    from jspec.train.dflash import DFlashTrainConfig, export_latest, train_dflash
+
+    out = pathlib.Path(args.out)
+    target_dtype = args.target_dtype
+    if target_dtype == "auto":
+        target_dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"
+    if args.export:
+        model = load_model(args.model, dtype=target_dtype)
+        step, size = export_latest(model, out, args.dtype, command=args.train_command)
+        print(f"jspec: exported step {step} to {out / 'drafter'} ({size / 1e6:.1f} MB of weights)", file=sys.stderr)
+        return
+    if not args.data:
+        raise UserError("--data is required to train (or pass --export)")
+    domino = {}
+    if args.train_command == "domino":
+        domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
+                      curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction, ttt=args.ttt,
+                      init_backbone=args.init_backbone)
+    cfg = DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
+                            warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
+                            num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
+                            gamma_decay=args.gamma_decay, intermediate_size=args.intermediate_size,
+                            eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
+                            log_every=args.log_every, seed=args.seed, **domino)
+    if args.time_limit is not None and not args.time_limit > 0:
+        raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+    model = load_model(args.model, dtype=target_dtype)
+    result = train_dflash(model, pathlib.Path(args.data), out, cfg, resume=args.resume, export_dtype=args.dtype,
+                          stop_at=args.stop_at, time_limit=args.time_limit)
+    if result["finished"]:
+        kind = "Domino" if cfg.domino else "DFlash"
+        print(f"jspec: exported {kind} drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of weights)",
+              file=sys.stderr)
     else:
         print(f"jspec: stopped at step {result['step']} of {cfg.steps}; rerun with --resume to continue",
               file=sys.stderr)

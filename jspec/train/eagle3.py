@@ -12,10 +12,8 @@ Output folder: run.json (settings), checkpoints/<step>/, metrics.jsonl, training
 
 import dataclasses
 import functools
-import json
 import pathlib
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -31,17 +29,15 @@ from jspec.drafters.eagle3 import Eagle3Config, Eagle3Drafter
 from jspec.errors import UserError
 from jspec.io.eagle3_checkpoint import WEIGHTS_FILE, save_eagle3_checkpoint
 from jspec.io.weights import numpy_dtype
-from jspec.models.cache import BlockMask, KVCache
 from jspec.models.loading import LoadedModel
+from jspec.train import common
 from jspec.train.checkpoints import Checkpoints
-from jspec.train.distill import read_dataset
+from jspec.train.common import split_records, target_outputs
 from jspec.train.packing import Batcher, Packed, Record, pack, pad_rows
-from jspec.train.ttt import causal_segment_mask, summarize, ttt_forward, ttt_loss
+from jspec.train.ttt import summarize, ttt_forward, ttt_loss
 
 FORMAT = "jspec-eagle3-train-v1"
 GRAD_CLIP = 0.5
-# Settings that only change what is logged or saved, not the trained weights: free to differ on --resume.
-_FREE_ON_RESUME = ("eval_every", "save_every", "log_every")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,19 +58,13 @@ class Eagle3TrainConfig:
     intermediate_size: int | None = None  # the drafter MLP width; None: the target's (the official recipe)
 
     def __post_init__(self):
-        for name in ("steps", "batch_size", "seq_len", "ttt_steps", "eval_every", "save_every", "log_every",
-                     "draft_vocab_size"):
+        for name in ("batch_size", "seq_len", "ttt_steps", "draft_vocab_size"):
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         if self.seq_len < self.ttt_steps + 2:
             raise UserError(f"--seq-len {self.seq_len} is too short for {self.ttt_steps} TTT steps (the last step "
                             f"predicts {self.ttt_steps + 1} tokens ahead): use at least {self.ttt_steps + 2}")
-        if not self.lr > 0:
-            raise UserError(f"--lr must be > 0, got {self.lr}")
-        if not 0 <= self.warmup_steps < self.steps:
-            raise UserError(f"--warmup-steps must be in 0..{self.steps - 1} (below --steps), got {self.warmup_steps}")
-        if self.schedule not in ("cosine", "linear"):
-            raise UserError(f"unknown schedule {self.schedule!r}; expected cosine or linear")
+        common.check_loop_config(self)
         if self.eval_records < 0:
             raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
         if self.intermediate_size is not None and self.intermediate_size < 1:
@@ -88,71 +78,23 @@ def drafter_config(target_cfg: ModelConfig, cfg: Eagle3TrainConfig) -> Eagle3Con
     return dcfg
 
 
-def learning_rate(cfg: Eagle3TrainConfig) -> optax.Schedule:
-    """Linear warm-up from 0 to `lr`, then cosine or linear decay to 0 at `steps`."""
-    decay_steps = cfg.steps - cfg.warmup_steps
-    if cfg.schedule == "cosine":
-        schedule = optax.cosine_decay_schedule(cfg.lr, decay_steps)
-    else:
-        schedule = optax.linear_schedule(cfg.lr, 0.0, decay_steps)
-    if cfg.warmup_steps:
-        schedule = optax.join_schedules([optax.linear_schedule(0.0, cfg.lr, cfg.warmup_steps), schedule],
-                                        [cfg.warmup_steps])
-    return schedule
+learning_rate = common.learning_rate  # linear warm-up, then cosine or linear decay to 0 at `steps`
 
 
 def make_optimizer(lr: Float[Array, ""] | float) -> optax.GradientTransformation:
-    """AdamW as in EAGLE-3's recipe. The learning rate is an input of the jitted step (host-side schedule), so
-    runs that differ only in their schedule share one compilation."""
-    return optax.chain(optax.clip_by_global_norm(GRAD_CLIP), optax.adamw(lr, b1=0.9, b2=0.95, weight_decay=0.0))
+    """AdamW as in EAGLE-3's recipe (clipping at 0.5)."""
+    return common.adamw(lr, GRAD_CLIP)
 
 
 # ---- data ----------------------------------------------------------------------------------------------------------
 
 def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int) -> list[Record]:
     """The distillation records cut to `seq_len`, without those that leave nothing to learn."""
-    if not data_dir.is_dir():
-        raise UserError(f"--data {data_dir}: no such folder (make one with `jspec train distill`)")
-    records = [(tokens, mask) for _, tokens, mask in read_dataset(data_dir)]  # checks the manifest first
-    manifest = json.loads((data_dir / "manifest.json").read_text())
-    if manifest.get("vocab_size") != vocab_size:
-        raise UserError(f"--data {data_dir} was made by a model with a vocabulary of {manifest.get('vocab_size')} "
-                        f"tokens ({manifest.get('model')}); the target has {vocab_size}")
-    if not records:
-        raise UserError(f"--data {data_dir} holds no records")
     # Step 0 at position t learns token t + 2: a record needs an answer token at index >= 2 within the row.
-    usable = [(t[:seq_len], m[:seq_len]) for t, m in records if np.asarray(m[2:seq_len]).any()]
-    if not usable:
-        raise UserError(f"no record of {data_dir} has answer tokens within the first {seq_len} tokens "
-                        "(--seq-len too small for its prompts)")
-    return usable
-
-
-def split_records(records: list[Record], eval_records: int, seed: int) -> tuple[list[Record], list[Record]]:
-    """(train, eval): `eval_records` held out at random under `seed`."""
-    if eval_records >= len(records):
-        raise UserError(f"--eval-records {eval_records} leaves no training records: the data has {len(records)} "
-                        "usable records")
-    order = np.random.default_rng(seed).permutation(len(records))
-    return [records[i] for i in order[eval_records:]], [records[i] for i in order[:eval_records]]
+    return common.load_records(data_dir, vocab_size, seq_len, lambda mask: bool(mask[2:].any()))
 
 
 # ---- jitted steps --------------------------------------------------------------------------------------------------
-
-def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batch: dict[str, Array],
-                   taps: tuple[int, ...]) -> tuple[Float[Array, "B T F"], Float[Array, "B T V"]]:
-    """Frozen target over packed rows: concatenated tap features and logits (no gradient flows back)."""
-    target = nnx.merge(target_graphdef, target_params)
-    tokens, segments = batch["tokens"], batch["segments"]
-    b, t = tokens.shape
-    real = segments != 0
-    block = causal_segment_mask(segments) & real[:, :, None] & real[:, None, :]
-    cache = KVCache.init(target.cfg, b, t, target.embed[...].dtype)
-    hidden, _, tapped = target(tokens, batch["positions"], cache, BlockMask(start=jnp.zeros((b,), jnp.int32),
-                                                                            block=block), taps=taps)
-    return (jax.lax.stop_gradient(jnp.concatenate(tapped, axis=-1)),
-            jax.lax.stop_gradient(target.logits(hidden)))
-
 
 def _loss(params: PyTree, buffers: nnx.State, graphdef: nnx.GraphDef, embed, batch, features, target_logits,
           ttt_steps: int):
@@ -211,54 +153,6 @@ def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: Eagle3TrainConfig
             "data": str(data_dir.absolute()), "config": dataclasses.asdict(cfg)}
 
 
-def _save_settings(out_dir: pathlib.Path, settings: dict, check: bool) -> None:
-    """Writes run.json; with `check` (a resumed run), first insists that its training settings are unchanged."""
-    if check:
-        def comparable(run: dict) -> dict:
-            return {**run, "config": {k: v for k, v in run.get("config", {}).items() if k not in _FREE_ON_RESUME}}
-
-        old, new = comparable(_read_run(out_dir)), comparable(settings)
-        diffs = [f"--{k.replace('_', '-')} {old['config'].get(k)} vs {v}" for k, v in new["config"].items()
-                 if old["config"].get(k) != v]
-        diffs += [f"{k} {old.get(k)!r} vs {v!r}" for k, v in new.items() if k != "config" and old.get(k) != v]
-        if diffs:
-            raise UserError(f"{out_dir} holds a run with other settings ({'; '.join(diffs)}); use a new --out")
-    (out_dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
-
-
-def _read_run(out_dir: pathlib.Path) -> dict:
-    path = out_dir / "run.json"
-    try:
-        run = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise UserError(f"{out_dir} holds no training run (no run.json)") from None
-    except (OSError, ValueError) as e:
-        raise UserError(f"{path}: unreadable ({e})") from None
-    if not isinstance(run, dict) or run.get("format") != FORMAT:
-        raise UserError(f"{path}: not a `jspec train eagle3` run")
-    return run
-
-
-class _MetricsLog:
-    """metrics.jsonl: one record per logged train interval or evaluation. A resumed run drops the records past its
-    checkpoint (and a line cut short by a kill), so the file reads as if the run had never stopped."""
-
-    def __init__(self, path: pathlib.Path, keep_until: int):
-        kept = []
-        for line in path.read_text().splitlines() if path.exists() and keep_until else []:
-            try:
-                if json.loads(line)["step"] <= keep_until:
-                    kept.append(line + "\n")
-            except (ValueError, KeyError, TypeError):
-                continue
-        path.write_text("".join(kept))
-        self.path = path
-
-    def write(self, record: dict) -> None:
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-
-
 def evaluate(rows: Packed, batch_size: int, params, buffers, target_params, **statics) -> dict:
     """Loss and per-TTT-step top-1 accuracy over the held-out rows."""
     sums = None
@@ -268,8 +162,11 @@ def evaluate(rows: Packed, batch_size: int, params, buffers, target_params, **st
     return summarize(jax.device_get(sums))
 
 
-def _fmt(values: list[float]) -> str:
-    return " ".join(f"{v:.3f}" for v in values)
+def _summarize_train(pending: list[dict]) -> dict:
+    """Metrics of a train interval: mean loss and gradient norm, per-step loss and accuracy over the interval."""
+    summary = summarize(jax.tree.map(lambda *x: np.sum(x, axis=0), *pending))
+    return {"loss": float(np.mean([p["loss"] for p in pending])), "step_loss": summary["step_loss"],
+            "acc": summary["acc"], "grad_norm": float(np.mean([p["grad_norm"] for p in pending]))}
 
 
 def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Path, cfg: Eagle3TrainConfig, *,
@@ -291,7 +188,7 @@ def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
         if step is not None and not resume:
             raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
                             "new --out")
-        _save_settings(out_dir, _settings(model, data_dir, cfg), check=step is not None)
+        common.save_settings(out_dir, _settings(model, data_dir, cfg), check=step is not None, command="eagle3")
         if step is None:
             d2t, t2d = build_draft_vocab(train_records, model.cfg.vocab_size, dcfg.draft_vocab_size)
             graphdef, params, buffers = init_drafter(dcfg, cfg.seed, d2t, t2d)
@@ -309,42 +206,21 @@ def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
                        ttt_steps=cfg.ttt_steps)
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
-        metrics = _MetricsLog(out_dir / "metrics.jsonl", keep_until=step)
-        # The whole schedule up front: reading a device value every step would make the host wait for the device.
-        lrs = np.asarray(jax.vmap(learning_rate(cfg))(jnp.arange(cfg.steps)), np.float32)
-        last_eval = None
-        pending = []
-        bar = tqdm(total=cfg.steps, initial=step, desc="train eagle3", unit="step", disable=not progress)
-        t0 = time.monotonic()
-        while step < cfg.steps:
-            lr = lrs[step]
-            state, stats = train_step(state, buffers, model.params, batcher.next(), lr, **statics)
-            step += 1
-            pending.append(stats)
-            bar.update()
-            if step % cfg.log_every == 0 or step == cfg.steps:
-                pending = jax.device_get(pending)
-                summary = summarize(jax.tree.map(lambda *x: np.sum(x, axis=0), *pending))
-                loss = float(np.mean([p["loss"] for p in pending]))
-                metrics.write({"step": step, "split": "train", "loss": loss, "step_loss": summary["step_loss"],
-                               "acc": summary["acc"], "grad_norm": float(np.mean([p["grad_norm"] for p in pending])),
-                               "lr": float(lr)})
-                bar.set_postfix(loss=f"{loss:.3f}", acc0=f"{summary['acc'][0]:.3f}")
-                pending = []
-            if eval_rows is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
-                last_eval = evaluate(eval_rows, cfg.batch_size, state["params"], buffers, model.params, **statics)
-                metrics.write({"step": step, "split": "eval", **last_eval})
-                if progress:
-                    tqdm.write(f"step {step}/{cfg.steps}  eval loss {last_eval['loss']:.4f}  acc "
-                               f"{_fmt(last_eval['acc'])}", file=sys.stderr)
-            stop = (stop_at is not None and step >= stop_at) or (
-                time_limit is not None and time.monotonic() - t0 >= time_limit)
-            if step % cfg.save_every == 0 or step == cfg.steps or stop:
-                vocab = {"d2t": buffers["d2t"][...], "t2d": buffers["t2d"][...]}
-                checkpoints.save(step, {**state, "vocab": vocab}, {"step": step, "data": batcher.position})
-            if stop:
-                break
-        bar.close()
+        metrics = common.MetricsLog(out_dir / "metrics.jsonl", keep_until=step)
+
+        def step_fn(state, batch, lr, step):
+            return train_step(state, buffers, model.params, batch, lr, **statics)
+
+        def save(step, state, position):
+            vocab = {"d2t": buffers["d2t"][...], "t2d": buffers["t2d"][...]}
+            checkpoints.save(step, {**state, "vocab": vocab}, {"step": step, "data": position})
+
+        state, step, last_eval = common.train_loop(
+            cfg, step=step, state=state, batcher=batcher, metrics=metrics, train_step=step_fn,
+            summarize=_summarize_train,
+            evaluate=None if eval_rows is None else (
+                lambda state: evaluate(eval_rows, cfg.batch_size, state["params"], buffers, model.params, **statics)),
+            save=save, stop_at=stop_at, time_limit=time_limit, progress=progress, desc="train eagle3")
     result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
     if result["finished"]:
         result["size_bytes"] = export_drafter(graphdef, state["params"], buffers, out_dir / "drafter", export_dtype)
@@ -370,7 +246,7 @@ def _restore(checkpoints: Checkpoints, step: int, dcfg: Eagle3Config, cfg: Eagle
 def export_latest(model: LoadedModel, out_dir: pathlib.Path, dtype: str = "bfloat16") -> tuple[int, int]:
     """Exports the latest checkpoint of the run in `out_dir` to `out_dir/drafter`; returns (step, weights bytes)."""
     numpy_dtype(dtype)
-    run = _read_run(out_dir)
+    run = common.read_run(out_dir, FORMAT, "eagle3")
     if run.get("vocab_size") != model.cfg.vocab_size:
         raise UserError(f"{out_dir} trained a drafter for a vocabulary of {run.get('vocab_size')} tokens "
                         f"({run.get('model')}); --model has {model.cfg.vocab_size}")
@@ -389,25 +265,5 @@ def export_latest(model: LoadedModel, out_dir: pathlib.Path, dtype: str = "bfloa
 
 def plot_metrics(metrics_path: pathlib.Path, png_path: pathlib.Path) -> None:
     """Loss (train and eval) and per-TTT-step accuracy (eval, else train) against the step."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    records = [json.loads(line) for line in metrics_path.read_text().splitlines()]
-    train = [r for r in records if r["split"] == "train"]
-    evals = [r for r in records if r["split"] == "eval"]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
-    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
-    if evals:
-        ax_loss.plot([r["step"] for r in evals], [r["loss"] for r in evals], "o-", label="eval")
-    ax_loss.set(xlabel="step", ylabel="TTT loss (Σ 0.8^i · CE_i)", title="loss")
-    ax_loss.legend()
-    acc_source, name = (evals, "eval") if evals else (train, "train")
-    for i in range(len(acc_source[0]["acc"]) if acc_source else 0):
-        ax_acc.plot([r["step"] for r in acc_source], [r["acc"][i] for r in acc_source], label=f"step {i}")
-    ax_acc.set(xlabel="step", ylabel="top-1 accuracy", title=f"{name} accuracy per TTT step", ylim=(0, 1))
-    ax_acc.legend(fontsize="small")
-    fig.tight_layout()
-    fig.savefig(png_path, dpi=110)
-    plt.close(fig)
+    common.plot_metrics(metrics_path, png_path, loss_label="TTT loss (Σ 0.8^i · CE_i)", series="step",
+                        acc_title="accuracy per TTT step")

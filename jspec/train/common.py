@@ -1,0 +1,244 @@
+"""What the drafter trainers (`jspec train eagle3 | dflash | domino`) share: the distillation records and their
+held-out split, the frozen target's forward over packed rows, AdamW under warm-up and decay, the run folder
+(run.json settings, metrics.jsonl, training.png) and the loop that steps, logs, evaluates, checkpoints and stops early.
+"""
+
+import json
+import pathlib
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jaxtyping import Array, Bool, Float
+from tqdm import tqdm
+
+from jspec.errors import UserError
+from jspec.models.cache import BlockMask, KVCache
+from jspec.train.distill import read_dataset
+from jspec.train.packing import Batcher, Record
+from jspec.train.ttt import causal_segment_mask
+
+# Settings that only change what is logged or saved, not the trained weights: free to differ on --resume.
+FREE_ON_RESUME = ("eval_every", "save_every", "log_every")
+
+
+class LoopConfig(Protocol):
+    steps: int
+    lr: float
+    warmup_steps: int
+    schedule: str  # "cosine" or "linear"
+    eval_every: int
+    save_every: int
+    log_every: int
+
+
+def check_loop_config(cfg: LoopConfig) -> None:
+    """The checks every trainer's config needs (UserError naming the flag)."""
+    for name in ("steps", "eval_every", "save_every", "log_every"):
+        if getattr(cfg, name) < 1:
+            raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(cfg, name)}")
+    if not cfg.lr > 0:
+        raise UserError(f"--lr must be > 0, got {cfg.lr}")
+    if not 0 <= cfg.warmup_steps < cfg.steps:
+        raise UserError(f"--warmup-steps must be in 0..{cfg.steps - 1} (below --steps), got {cfg.warmup_steps}")
+    if cfg.schedule not in ("cosine", "linear"):
+        raise UserError(f"unknown schedule {cfg.schedule!r}; expected cosine or linear")
+
+
+def learning_rate(cfg: LoopConfig) -> optax.Schedule:
+    """Linear warm-up from 0 to `lr`, then cosine or linear decay to 0 at `steps`."""
+    decay_steps = cfg.steps - cfg.warmup_steps
+    if cfg.schedule == "cosine":
+        schedule = optax.cosine_decay_schedule(cfg.lr, decay_steps)
+    else:
+        schedule = optax.linear_schedule(cfg.lr, 0.0, decay_steps)
+    if cfg.warmup_steps:
+        schedule = optax.join_schedules([optax.linear_schedule(0.0, cfg.lr, cfg.warmup_steps), schedule],
+                                        [cfg.warmup_steps])
+    return schedule
+
+
+def adamw(lr: Float[Array, ""] | float, clip: float) -> optax.GradientTransformation:
+    """AdamW with β = (0.9, 0.95), no weight decay, after global-norm clipping at `clip`. The learning rate is an
+    input of the jitted step (host-side schedule), so runs that differ only in their schedule share a compilation."""
+    return optax.chain(optax.clip_by_global_norm(clip), optax.adamw(lr, b1=0.9, b2=0.95, weight_decay=0.0))
+
+
+# ---- data ----------------------------------------------------------------------------------------------------------
+
+def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int,
+                 usable: Callable[[Bool[np.ndarray, " L"]], bool]) -> list[Record]:
+    """The distillation records cut to `seq_len`, without those whose cut loss mask leaves `usable` nothing to
+    learn."""
+    if not data_dir.is_dir():
+        raise UserError(f"--data {data_dir}: no such folder (make one with `jspec train distill`)")
+    records = [(tokens, mask) for _, tokens, mask in read_dataset(data_dir)]  # checks the manifest first
+    manifest = json.loads((data_dir / "manifest.json").read_text())
+    if manifest.get("vocab_size") != vocab_size:
+        raise UserError(f"--data {data_dir} was made by a model with a vocabulary of {manifest.get('vocab_size')} "
+                        f"tokens ({manifest.get('model')}); the target has {vocab_size}")
+    if not records:
+        raise UserError(f"--data {data_dir} holds no records")
+    kept = [(t[:seq_len], m[:seq_len]) for t, m in records if usable(np.asarray(m[:seq_len], bool))]
+    if not kept:
+        raise UserError(f"no record of {data_dir} has answer tokens within the first {seq_len} tokens "
+                        "(--seq-len too small for its prompts)")
+    return kept
+
+
+def split_records(records: list[Record], eval_records: int, seed: int) -> tuple[list[Record], list[Record]]:
+    """(train, eval): `eval_records` held out at random under `seed`."""
+    if eval_records >= len(records):
+        raise UserError(f"--eval-records {eval_records} leaves no training records: the data has {len(records)} "
+                        "usable records")
+    order = np.random.default_rng(seed).permutation(len(records))
+    return [records[i] for i in order[eval_records:]], [records[i] for i in order[:eval_records]]
+
+
+def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batch: dict[str, Array],
+                   taps: tuple[int, ...], logits: bool = True
+                   ) -> tuple[Float[Array, "B T F"], Float[Array, "B T V"] | None]:
+    """Frozen target over packed rows: concatenated tap features and (when `logits`) its logits; no gradient flows
+    back. Without logits, XLA drops the layers above the last tap as well as the LM head."""
+    target = nnx.merge(target_graphdef, target_params)
+    tokens, segments = batch["tokens"], batch["segments"]
+    b, t = tokens.shape
+    real = segments != 0
+    block = causal_segment_mask(segments) & real[:, :, None] & real[:, None, :]
+    cache = KVCache.init(target.cfg, b, t, target.embed[...].dtype)
+    hidden, _, tapped = target(tokens, batch["positions"], cache, BlockMask(start=jnp.zeros((b,), jnp.int32),
+                                                                            block=block), taps=taps)
+    features = jax.lax.stop_gradient(jnp.concatenate(tapped, axis=-1))
+    return features, (jax.lax.stop_gradient(target.logits(hidden)) if logits else None)
+
+
+# ---- the run folder ------------------------------------------------------------------------------------------------
+
+def save_settings(out_dir: pathlib.Path, settings: dict, check: bool, command: str) -> None:
+    """Writes run.json; with `check` (a resumed run), first insists that its training settings are unchanged."""
+    if check:
+        def comparable(run: dict) -> dict:
+            return {**run, "config": {k: v for k, v in run.get("config", {}).items() if k not in FREE_ON_RESUME}}
+
+        old, new = comparable(read_run(out_dir, settings["format"], command)), comparable(settings)
+        diffs = [f"--{k.replace('_', '-')} {old['config'].get(k)} vs {v}" for k, v in new["config"].items()
+                 if old["config"].get(k) != v]
+        diffs += [f"{k} {old.get(k)!r} vs {v!r}" for k, v in new.items() if k != "config" and old.get(k) != v]
+        if diffs:
+            raise UserError(f"{out_dir} holds a run with other settings ({'; '.join(diffs)}); use a new --out")
+    (out_dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
+
+
+def read_run(out_dir: pathlib.Path, fmt: str, command: str) -> dict:
+    """run.json of a `jspec train <command>` run (format `fmt`)."""
+    path = out_dir / "run.json"
+    try:
+        run = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise UserError(f"{out_dir} holds no training run (no run.json)") from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"{path}: unreadable ({e})") from None
+    if not isinstance(run, dict) or run.get("format") != fmt:
+        raise UserError(f"{path}: not a `jspec train {command}` run")
+    return run
+
+
+class MetricsLog:
+    """metrics.jsonl: one record per logged train interval or evaluation. A resumed run drops the records past its
+    checkpoint (and a line cut short by a kill), so the file reads as if the run had never stopped."""
+
+    def __init__(self, path: pathlib.Path, keep_until: int):
+        kept = []
+        for line in path.read_text().splitlines() if path.exists() and keep_until else []:
+            try:
+                if json.loads(line)["step"] <= keep_until:
+                    kept.append(line + "\n")
+            except (ValueError, KeyError, TypeError):
+                continue
+        path.write_text("".join(kept))
+        self.path = path
+
+    def write(self, record: dict) -> None:
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def fmt_values(values: list[float]) -> str:
+    return " ".join(f"{v:.3f}" for v in values)
+
+
+def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metrics: MetricsLog,
+               train_step: Callable[[Any, dict[str, np.ndarray], np.float32, int], tuple[Any, dict]],
+               summarize: Callable[[list[dict]], dict], evaluate: Callable[[Any], dict] | None,
+               save: Callable[[int, Any, dict], None], stop_at: int | None, time_limit: float | None,
+               progress: bool, desc: str) -> tuple[Any, int, dict | None]:
+    """Steps from `step` to `cfg.steps`: `train_step(state, batch, lr, step)` → (state, device stats); every
+    `log_every` steps `summarize(host stats of the interval)` → a metrics record with "loss" and an "acc" list;
+    every `eval_every` steps (and at the end) `evaluate(state)` → a record with "loss" and "acc"; `save(step, state,
+    data position)` every `save_every` steps, at the end, and before an early stop (`stop_at` step, `time_limit`
+    seconds). Returns (state, step reached, last evaluation)."""
+    # The whole schedule up front: reading a device value every step would make the host wait for the device.
+    lrs = np.asarray(jax.vmap(learning_rate(cfg))(jnp.arange(cfg.steps)), np.float32)
+    last_eval = None
+    pending = []
+    bar = tqdm(total=cfg.steps, initial=step, desc=desc, unit="step", disable=not progress)
+    t0 = time.monotonic()
+    while step < cfg.steps:
+        lr = lrs[step]
+        state, stats = train_step(state, batcher.next(), lr, step)
+        step += 1
+        pending.append(stats)
+        bar.update()
+        if step % cfg.log_every == 0 or step == cfg.steps:
+            summary = summarize(jax.device_get(pending))
+            metrics.write({"step": step, "split": "train", **summary, "lr": float(lr)})
+            bar.set_postfix(loss=f"{summary['loss']:.3f}", acc0=f"{summary['acc'][0]:.3f}")
+            pending = []
+        if evaluate is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+            last_eval = evaluate(state)
+            metrics.write({"step": step, "split": "eval", **last_eval})
+            if progress:
+                tqdm.write(f"step {step}/{cfg.steps}  eval loss {last_eval['loss']:.4f}  acc "
+                           f"{fmt_values(last_eval['acc'])}", file=sys.stderr)
+        stop = (stop_at is not None and step >= stop_at) or (
+            time_limit is not None and time.monotonic() - t0 >= time_limit)
+        if step % cfg.save_every == 0 or step == cfg.steps or stop:
+            save(step, state, batcher.position)
+        if stop:
+            break
+    bar.close()
+    return state, step, last_eval
+
+
+def plot_metrics(metrics_path: pathlib.Path, png_path: pathlib.Path, *, loss_label: str, series: str,
+                 acc_title: str) -> None:
+    """Loss (train and eval) and per-index accuracy (eval, else train) against the step; accuracy curve i is
+    labelled f"{series} {i}" and the panel f"{split} {acc_title}"."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    records = [json.loads(line) for line in metrics_path.read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    evals = [r for r in records if r["split"] == "eval"]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(11, 4))
+    ax_loss.plot([r["step"] for r in train], [r["loss"] for r in train], label="train")
+    if evals:
+        ax_loss.plot([r["step"] for r in evals], [r["loss"] for r in evals], "o-", label="eval")
+    ax_loss.set(xlabel="step", ylabel=loss_label, title="loss")
+    ax_loss.legend()
+    acc_source, name = (evals, "eval") if evals else (train, "train")
+    for i in range(len(acc_source[0]["acc"]) if acc_source else 0):
+        ax_acc.plot([r["step"] for r in acc_source], [r["acc"][i] for r in acc_source], label=f"{series} {i}")
+    ax_acc.set(xlabel="step", ylabel="top-1 accuracy", title=f"{name} {acc_title}", ylim=(0, 1))
+    ax_acc.legend(fontsize="small")
+    fig.tight_layout()
+    fig.savefig(png_path, dpi=110)
+    plt.close(fig)

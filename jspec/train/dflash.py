@@ -1,0 +1,536 @@
+"""`jspec train dflash` and `jspec train domino`: block drafters trained on self-distillation data.
+
+DFlash recipe (docs/algorithms.md §3.3; SpecForge `OnlineDFlashModel`): each packed row gets `anchors_per_seq`
+random anchors a among the positions whose token and next token are both answer tokens of the same record. An anchor
+opens a block `[x_a, MASK × (B − 1)]` at record positions a .. a + B − 1. The block reads the target's tapped
+features of its own record strictly before a (the anchor's own feature does not exist yet at inference) and all of
+its own rows, non-causally; blocks never see each other, so every block of a row trains in one forward. Draft j
+(j = 1 .. J) is scored by cross-entropy against the data token x_{a+j} with weight exp(−(j − 1)/γ), over the draft
+positions that stay in the record and are answer tokens; the loss is Σ w·CE / Σ w over the batch. The data are the
+target's own greedy answers (`jspec train distill`), so the hard labels are the target's next tokens; like SpecForge,
+no soft target distribution is used (the frozen target then only runs up to its last tap). Plain DFlash drafts from
+rows 1 .. B − 1 (J = B − 1, row k predicts a + k); Domino's backbone uses `shift_label` (J = B, row k predicts
+a + k + 1), as the released Domino checkpoints do.
+
+Domino (§1.5): the backbone plus the GRU + low-rank correction head. Teacher forcing: the GRU of row k has read the
+ground-truth block tokens x_a .. x_{a+k}; with `ttt` it reads the bonus and the drafter's own greedy drafts instead
+(training-time test, the paper's weaker alternative). Loss (1 − λ)·CE(final logits) + λ·CE(base logits) with the
+same weights; the base-anchored curriculum moves λ linearly from 1 at step 0 to 0 at `curriculum_fraction` of the
+steps (SpecForge `linear_lambda_base`), or keeps λ = 0 without it.
+
+The embedding and LM head are the target's, frozen; the drafter trains in float32 with AdamW (β 0.9 / 0.95, no weight
+decay, global-norm clip 1.0 as in SpecForge's recipes) under linear warm-up and cosine or linear decay. The
+vocabulary-sized logits are computed in chunks of blocks under rematerialisation, so memory stays bounded for large
+vocabularies. Runs resume bit for bit from Orbax checkpoints and end with an official-format export in
+`OUT/drafter/` (`jspec.io.dflash_checkpoint`). Output folder: run.json, checkpoints/<step>/, metrics.jsonl,
+training.png, drafter/.
+"""
+
+import dataclasses
+import functools
+import pathlib
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from flax import nnx
+from jaxtyping import Array, Bool, Float, Int, PyTree
+from tqdm import tqdm
+
+from jspec.config import ModelConfig
+from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
+from jspec.drafters.domino import DominoConfig, DominoDrafter
+from jspec.errors import UserError
+from jspec.io.dflash_checkpoint import WEIGHTS_FILE, load_dflash_checkpoint, save_dflash_checkpoint
+from jspec.io.weights import numpy_dtype
+from jspec.models.loading import LoadedModel
+from jspec.models.rope import apply_rope
+from jspec.train import common
+from jspec.train.checkpoints import Checkpoints
+from jspec.train.packing import Batcher, Packed, pack, pad_rows
+
+FORMAT = "jspec-dflash-train-v1"
+GRAD_CLIP = 1.0  # SpecForge's max_grad_norm for DFlash and Domino
+LOGITS_PER_CHUNK = 2**26  # vocabulary logits held at once by the loss (256 MiB in float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class DFlashTrainConfig:
+    steps: int = 2000
+    batch_size: int = 8
+    seq_len: int = 1024
+    lr: float = 6e-4  # DFlash paper and SpecForge
+    warmup_steps: int = 100
+    schedule: str = "cosine"  # or "linear": the decay after warm-up, to 0 at `steps`
+    block_size: int = 16
+    num_layers: int = 5  # draft layers (Qwen3-8B recipe); also the number of target taps
+    anchors_per_seq: int = 128  # blocks per packed row
+    gamma_decay: float = 7.0  # γ of the position weights: 7 for blocks of 16 (paper: 5 for 10, 4 for 8)
+    intermediate_size: int | None = None  # drafter MLP width; None: the target's
+    eval_records: int = 64
+    eval_every: int = 200
+    save_every: int = 500
+    log_every: int = 10
+    seed: int = 0
+    domino: bool = False  # add and train the Domino head (`jspec train domino`)
+    gru_hidden: int = 1024  # Domino `gru_hidden_dim`
+    rank: int = 256  # Domino `emb_dim`
+    curriculum: bool = True  # base-anchored curriculum (Domino)
+    curriculum_fraction: float = 0.5  # λ reaches 0 after this fraction of the steps (SpecForge's default)
+    ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
+    init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
+
+    def __post_init__(self):
+        for name in ("batch_size", "seq_len", "num_layers", "anchors_per_seq", "gru_hidden", "rank"):
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
+        if self.block_size < 2:
+            raise UserError(f"--block-size must be >= 2, got {self.block_size}")
+        if self.seq_len < self.block_size + 1:
+            raise UserError(f"--seq-len {self.seq_len} is shorter than a block and its anchor: use at least "
+                            f"{self.block_size + 1}")
+        if self.anchors_per_seq > self.seq_len - 1:
+            raise UserError(f"--anchors-per-seq {self.anchors_per_seq} exceeds the {self.seq_len - 1} anchor "
+                            "positions of a row")
+        common.check_loop_config(self)
+        if not self.gamma_decay > 0:
+            raise UserError(f"--gamma-decay must be > 0, got {self.gamma_decay}")
+        if not 0 < self.curriculum_fraction <= 1:
+            raise UserError(f"--curriculum-fraction must be in (0, 1], got {self.curriculum_fraction}")
+        if self.eval_records < 0:
+            raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
+        if self.intermediate_size is not None and self.intermediate_size < 1:
+            raise UserError(f"--intermediate-size must be >= 1, got {self.intermediate_size}")
+        if not self.domino and (self.ttt or self.init_backbone):
+            raise UserError("--ttt and --init-backbone apply to `jspec train domino` with its head")
+
+    @property
+    def command(self) -> str:
+        return "domino" if self.domino else "dflash"
+
+
+def drafter_config(target_cfg: ModelConfig, cfg: DFlashTrainConfig) -> DFlashConfig | DominoConfig:
+    """The official architecture for the target: its layer shape, DFlash's tap rule, the last id as mask token;
+    Domino adds its head on a `shift_label` backbone with one uncorrected leading draft."""
+    backbone = DFlashConfig.for_target(target_cfg, cfg.num_layers, block_size=cfg.block_size,
+                                       intermediate_size=cfg.intermediate_size, shift_label=cfg.domino)
+    if not cfg.domino:
+        return backbone
+    return DominoConfig(backbone, gru_hidden=cfg.gru_hidden, rank=cfg.rank, prefix_len=1)
+
+
+def curriculum(cfg: DFlashTrainConfig) -> Float[np.ndarray, " S"]:
+    """λ of every optimizer step: the base-logit share of the Domino loss."""
+    if not (cfg.domino and cfg.curriculum):
+        return np.zeros(cfg.steps, np.float32)
+    step = np.arange(cfg.steps, dtype=np.float64)
+    return np.clip(1.0 - step / (cfg.curriculum_fraction * cfg.steps), 0.0, 1.0).astype(np.float32)
+
+
+def make_optimizer(lr: Float[Array, ""] | float) -> optax.GradientTransformation:
+    return common.adamw(lr, GRAD_CLIP)
+
+
+# ---- the training forward ------------------------------------------------------------------------------------------
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass
+class Blocks:
+    """The anchors of a batch and what their blocks are scored on."""
+
+    anchors: Int[Array, "R N"]  # row index of each block's anchor (0 where not kept)
+    keep: Bool[Array, "R N"]  # a real block (rows may have fewer anchor candidates than N)
+    labels: Int[Array, "R N J"]  # x_{a+j}, j = 1 .. J
+    prev: Int[Array, "R N J"]  # x_{a+j-1}: the tokens a teacher-forced GRU reads
+    valid: Bool[Array, "R N J"]  # draft j is scored: in the anchor's record, an answer token, block kept
+
+
+def anchor_candidates(batch: dict[str, Array]) -> Bool[Array, "R T"]:
+    """Positions a whose token and next token are answer tokens of the same record."""
+    mask, seg = batch["loss_mask"], batch["segments"]
+    ok = mask[:, :-1] & mask[:, 1:] & (seg[:, :-1] == seg[:, 1:]) & (seg[:, :-1] != 0)
+    return jnp.concatenate([ok, jnp.zeros_like(ok[:, :1])], axis=1)
+
+
+def sample_blocks(key: jax.Array, batch: dict[str, Array], num_anchors: int, num_drafts: int) -> Blocks:
+    """`num_anchors` distinct anchors per row drawn uniformly from the candidates (fewer kept when a row has fewer),
+    and their labels."""
+    candidates = anchor_candidates(batch)
+    r, t = candidates.shape
+    draw = jnp.where(candidates, jax.random.uniform(key, (r, t)), 2.0)
+    anchors = jnp.argsort(draw, axis=1)[:, :num_anchors].astype(jnp.int32)
+    keep = jnp.arange(num_anchors)[None, :] < jnp.sum(candidates, axis=1, keepdims=True)
+    return block_labels(batch, jnp.where(keep, anchors, 0), keep, num_drafts)
+
+
+def block_labels(batch: dict[str, Array], anchors: Int[Array, "R N"], keep: Bool[Array, "R N"],
+                 num_drafts: int) -> Blocks:
+    tokens, seg = batch["tokens"], batch["segments"]
+    r, t = tokens.shape
+    n = anchors.shape[1]
+    index = anchors[:, :, None] + jnp.arange(num_drafts + 1)[None, None, :]  # a .. a + J
+    safe = jnp.minimum(index, t - 1).reshape(r, n * (num_drafts + 1))
+
+    def gather(x):
+        return jnp.take_along_axis(x, safe, axis=1).reshape(r, n, num_drafts + 1)
+
+    same = (gather(seg) == jnp.take_along_axis(seg, anchors, axis=1)[:, :, None]) & (index < t)
+    valid = (same & gather(batch["loss_mask"]))[:, :, 1:] & keep[:, :, None]
+    window = gather(tokens)
+    return Blocks(anchors=anchors, keep=keep, labels=window[:, :, 1:], prev=window[:, :, :-1], valid=valid)
+
+
+def _block_attention(q: Float[Array, "R Q Nh D"], k_ctx: Float[Array, "R T K D"], v_ctx: Float[Array, "R T K D"],
+                     k_blk: Float[Array, "R Q K D"], v_blk: Float[Array, "R Q K D"], visible: Bool[Array, "R N T"],
+                     block_size: int) -> Float[Array, "R Q E"]:
+    """Each block's queries over its visible context keys and all keys of its own block, in one softmax. The block
+    part is computed per block ([N, B, B] scores), never as a [Q, Q] matrix."""
+    r, q_len, heads, d = q.shape
+    kv_heads, n = k_ctx.shape[2], q_len // block_size
+    qg = q.reshape(r, n, block_size, kv_heads, heads // kv_heads, d)
+    k_blk, v_blk = (x.reshape(r, n, block_size, kv_heads, d) for x in (k_blk, v_blk))
+    scale = d**-0.5
+    ctx = jnp.einsum("rnbkgd,rtkd->rkgnbt", qg, k_ctx, preferred_element_type=jnp.float32) * scale
+    ctx = jnp.where(visible[:, None, None, :, None, :], ctx, -jnp.inf)
+    own = jnp.einsum("rnbkgd,rnckd->rkgnbc", qg, k_blk, preferred_element_type=jnp.float32) * scale
+    probs = jax.nn.softmax(jnp.concatenate([ctx, own], axis=-1), axis=-1)
+    t = k_ctx.shape[1]
+    out = jnp.einsum("rkgnbt,rtkd->rnbkgd", probs[..., :t].astype(v_ctx.dtype), v_ctx,
+                     preferred_element_type=jnp.float32)
+    out = out + jnp.einsum("rkgnbc,rnckd->rnbkgd", probs[..., t:].astype(v_blk.dtype), v_blk,
+                           preferred_element_type=jnp.float32)
+    return out.reshape(r, q_len, heads * d).astype(q.dtype)
+
+
+def block_hidden(drafter: DFlashDrafter, embed: Float[Array, "V H"], batch: dict[str, Array],
+                 features: Float[Array, "R T F"], anchors: Int[Array, "R N"]) -> Float[Array, "R N B H"]:
+    """Final-normed states of every block of the batch, as `DFlashDrafter.__call__` computes one block at inference
+    over a context cache holding its record's features before the anchor."""
+    cfg = drafter.cfg
+    dtype = drafter.fc[...].dtype
+    tokens, positions, seg = batch["tokens"], batch["positions"], batch["segments"]
+    r, t = tokens.shape
+    n, bs = anchors.shape[1], cfg.block_size
+    ctx = drafter.hidden_norm(jnp.einsum("rtf,df->rtd", features.astype(dtype), drafter.fc[...]))
+    cos_ctx, sin_ctx = drafter._rope(positions)
+    block_pos = jnp.take_along_axis(positions, anchors, axis=1)[:, :, None] + jnp.arange(bs)[None, None, :]
+    cos, sin = drafter._rope(block_pos.reshape(r, n * bs))
+    first = jnp.take_along_axis(tokens, anchors, axis=1)[:, :, None]
+    block = jnp.concatenate([first, jnp.full((r, n, bs - 1), cfg.mask_token_id, tokens.dtype)], axis=2)
+    x = jnp.take(embed, block.reshape(r, n * bs), axis=0).astype(dtype)
+    # Strictly before the anchor and in its record: at inference the anchor (the bonus token) has no feature yet.
+    visible = (seg[:, None, :] == jnp.take_along_axis(seg, anchors, axis=1)[:, :, None]) & (
+        jnp.arange(t)[None, None, :] < anchors[:, :, None])
+    for layer in drafter.layers:
+        k_ctx, v_ctx = layer.context_kv(ctx, cos_ctx, sin_ctx)
+        qkv = layer._project(layer.input_norm(x), slice(None))
+        q = layer.q_norm(qkv[..., : cfg.q_size].reshape(r, n * bs, cfg.num_heads, cfg.head_dim))
+        k_blk, v_blk = layer._keys_values(qkv[..., cfg.q_size :], cos, sin)
+        out = _block_attention(apply_rope(q, cos, sin), k_ctx, v_ctx, k_blk, v_blk, visible, bs)
+        out = jnp.einsum("rqf,df->rqd", out, layer.o[...])
+        if layer.o_bias is not None:
+            out = out + layer.o_bias[...]
+        x = x + out
+        x = x + layer.mlp(layer.post_attn_norm(x))
+    return drafter.norm(x).reshape(r, n, bs, cfg.hidden_size)
+
+
+def draft_logits(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
+                 rows: Float[Array, "M J H"], prev: Int[Array, "M J"], ttt: bool
+                 ) -> tuple[Float[Array, "M J V"], Float[Array, "M J V"]]:
+    """(final, base) float32 logits of the draft rows of M blocks; without a head both are the base logits.
+
+    `prev[:, 0]` is the bonus token; a teacher-forced head reads `prev`, with `ttt` it reads the bonus and its own
+    greedy drafts (those of `jspec.methods.dflash`'s `domino`, through the reference loop; no gradient flows
+    through the choice of tokens).
+    """
+    base = jnp.einsum("mjh,vh->mjv", rows.astype(lm_head.dtype), lm_head, preferred_element_type=jnp.float32)
+    if not isinstance(model, DominoDrafter):
+        return base, base
+    head = model.head
+    if ttt:
+        graphdef, weights = nnx.split(head)
+        frozen = nnx.merge(graphdef, jax.tree.map(jax.lax.stop_gradient, weights))
+        drafts = frozen.draft(embed, jax.lax.stop_gradient(rows), jax.lax.stop_gradient(base), prev[:, 0],
+                              platform="reference")
+        prev = jnp.concatenate([prev[:, :1], drafts[:, :-1]], axis=1)
+    return head.teacher_forced_logits(embed, rows, base, prev), base
+
+
+def _ce_terms(logits: Float[Array, "M J V"], labels: Int[Array, "M J"], valid: Bool[Array, "M J"],
+              weights: Float[Array, " J"]) -> dict[str, Array]:
+    """Weighted CE sum, per-position hits and the blocks' greedy accepted lengths (drafts accepted until the first
+    wrong or unscored one)."""
+    ce = jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    correct = (jnp.argmax(logits, axis=-1) == labels) & valid
+    accepted = jnp.sum(jnp.cumprod(correct, axis=-1), axis=-1)
+    return {"ce": jnp.sum(jnp.where(valid, ce * weights, 0.0)), "hits": jnp.sum(correct, axis=0, dtype=jnp.float32),
+            "accepted": jnp.sum(jnp.where(jnp.any(valid, axis=-1), accepted, 0), dtype=jnp.float32)}
+
+
+def _chunks(blocks: int, per_block: int) -> int:
+    """Blocks per loss chunk: the largest divisor of `blocks` whose logits fit LOGITS_PER_CHUNK."""
+    limit = max(1, LOGITS_PER_CHUNK // per_block)
+    return max(d for d in range(1, min(blocks, limit) + 1) if blocks % d == 0)
+
+
+def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
+               hidden: Float[Array, "R N B H"], blocks: Blocks, lam: Float[Array, ""], gamma: float,
+               ttt: bool) -> tuple[Float[Array, ""], dict[str, Array]]:
+    """(1 − λ)·CE(final) + λ·CE(base), each Σ w·CE / Σ w, and summed statistics (see `summarize`)."""
+    backbone = model.backbone if isinstance(model, DominoDrafter) else model
+    first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
+    r, n = blocks.anchors.shape
+    m = r * n
+    rows = hidden[:, :, first : first + j].reshape(m, j, -1)
+    labels, prev, valid = (x.reshape(m, j) for x in (blocks.labels, blocks.prev, blocks.valid))
+    weights = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
+    c = _chunks(m, j * embed.shape[0])
+
+    @jax.checkpoint  # recompute each chunk's logits in the backward pass instead of keeping them all
+    def chunk(xs):
+        final, base = draft_logits(model, embed, lm_head, *xs[:2], ttt)
+        out = {f"final_{k}": v for k, v in _ce_terms(final, xs[2], xs[3], weights).items()}
+        return out | {f"base_{k}": v for k, v in _ce_terms(base, xs[2], xs[3], weights).items()}
+
+    def body(total, xs):
+        return jax.tree.map(jnp.add, total, chunk(xs)), None
+
+    split = [x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid)]
+    zero = jax.eval_shape(chunk, [x[0] for x in split])
+    sums, _ = jax.lax.scan(body, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero), split)
+    weight = jnp.sum(jnp.where(valid, weights, 0.0))
+    denom = jnp.maximum(weight, 1e-6)
+    loss = (1.0 - lam) * sums["final_ce"] / denom + lam * sums["base_ce"] / denom
+    stats = sums | {"weight": weight, "scored": jnp.sum(valid, axis=0, dtype=jnp.float32),
+                    "blocks": jnp.sum(jnp.any(valid, axis=-1), dtype=jnp.float32)}
+    return loss, stats
+
+
+def summarize(sums: dict[str, np.ndarray], head: bool) -> dict:
+    """Final-logit loss, per-draft accuracy and mean accepted length (counting the bonus token, as τ does) from
+    summed `block_loss` statistics; with a head also the base logits' (`base_*`)."""
+    scored = np.maximum(np.asarray(sums["scored"]), 1.0)
+    weight, blocks = max(float(sums["weight"]), 1e-6), max(float(sums["blocks"]), 1.0)
+    out = {}
+    for kind, prefix in (("final", ""), ("base", "base_")) if head else (("final", ""),):
+        out |= {f"{prefix}loss": float(sums[f"{kind}_ce"]) / weight,
+                f"{prefix}acc": (np.asarray(sums[f"{kind}_hits"]) / scored).tolist(),
+                f"{prefix}accept_len": 1.0 + float(sums[f"{kind}_accepted"]) / blocks}
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class Objective:
+    """What the jitted steps compile for (the schedule and step count are inputs, not part of it)."""
+
+    taps: tuple[int, ...]
+    anchors: int
+    gamma: float
+    ttt: bool
+    seed: int
+
+
+def _lm_head(target_params: nnx.State) -> Array:
+    head = target_params["lm_head"] if "lm_head" in target_params else target_params["embed"]
+    return jax.lax.stop_gradient(head[...])
+
+
+def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, target_params: nnx.State,
+             batch: dict[str, Array], key: jax.Array, lam, objective: Objective):
+    features, _ = common.target_outputs(target_graphdef, target_params, batch, objective.taps, logits=False)
+    embed = jax.lax.stop_gradient(target_params["embed"][...])
+
+    def loss_fn(params):
+        model = nnx.merge(graphdef, nnx.State(params))
+        backbone = model.backbone if isinstance(model, DominoDrafter) else model
+        blocks = sample_blocks(key, batch, objective.anchors, backbone.cfg.num_drafts)
+        hidden = block_hidden(backbone, embed, batch, features, blocks.anchors)
+        return block_loss(model, embed, _lm_head(target_params), hidden, blocks, lam, objective.gamma, objective.ttt)
+
+    return loss_fn
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "objective"), donate_argnames=("state",))
+def train_step(state: PyTree, target_params: nnx.State, batch: dict[str, Array], lr: Float[Array, ""],
+               lam: Float[Array, ""], step: Int[Array, ""], *, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef,
+               objective: Objective):
+    """One optimizer step on blocks anchored by the step's own draw. Returns (state, stats)."""
+    key = jax.random.fold_in(jax.random.key(objective.seed), step)
+    loss_fn = _forward(state["params"], graphdef, target_graphdef, target_params, batch, key, lam, objective)
+    (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
+    updates, opt = make_optimizer(lr).update(grads, state["opt"], state["params"])
+    new_state = {"params": optax.apply_updates(state["params"], updates), "opt": opt}
+    return new_state, {"loss": loss, "grad_norm": optax.tree.norm(grads), "lambda": lam, **sums}
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "objective"))
+def eval_step(params: PyTree, target_params: nnx.State, batch: dict[str, Array], index: Int[Array, ""], *,
+              graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, objective: Objective) -> dict[str, Array]:
+    """Summed statistics of one held-out batch; its anchors depend only on the seed and `index`, so every
+    evaluation scores the same blocks."""
+    key = jax.random.fold_in(jax.random.key(objective.seed + 1), index)
+    loss_fn = _forward(params, graphdef, target_graphdef, target_params, batch, key, jnp.float32(0.0), objective)
+    return loss_fn(params)[1]
+
+
+def evaluate(rows: Packed, batch_size: int, params, target_params, head: bool, **statics) -> dict:
+    sums = None
+    for i, start in enumerate(range(0, len(rows), batch_size)):
+        out = eval_step(params, target_params, rows.rows(np.arange(start, start + batch_size)), jnp.int32(i),
+                        **statics)
+        sums = out if sums is None else jax.tree.map(jnp.add, sums, out)
+    return summarize(jax.device_get(sums), head)
+
+
+def _summarize_train(pending: list[dict], head: bool) -> dict:
+    """A train interval: the mean objective and gradient norm, the statistics over the interval, λ at its end."""
+    record = summarize(jax.tree.map(lambda *x: np.sum(x, axis=0), *pending), head)
+    if head:
+        record = {"final_loss": record.pop("loss"), **record, "lambda": float(pending[-1]["lambda"])}
+    return {"loss": float(np.mean([p["loss"] for p in pending])), **record,
+            "grad_norm": float(np.mean([p["grad_norm"] for p in pending]))}
+
+
+# ---- the run -------------------------------------------------------------------------------------------------------
+
+def _fresh(dcfg: DFlashConfig | DominoConfig, seed: int) -> DFlashDrafter | DominoDrafter:
+    cls = DominoDrafter if isinstance(dcfg, DominoConfig) else DFlashDrafter
+    return cls(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(seed))
+
+
+def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg: DFlashTrainConfig
+                 ) -> tuple[nnx.GraphDef, dict]:
+    """(graphdef, float32 params as a pure dict) of the starting drafter: random, with the backbone of
+    `cfg.init_backbone` when given (its architecture must match, except `shift_label`)."""
+    drafter = _fresh(dcfg, cfg.seed)
+    if cfg.init_backbone:
+        source = load_dflash_checkpoint(cfg.init_backbone, target_cfg, "float32")
+        source = source.backbone if isinstance(source, DominoDrafter) else source
+        want = drafter.backbone.cfg if isinstance(drafter, DominoDrafter) else drafter.cfg
+        diffs = [f"{f.name} {getattr(source.cfg, f.name)} vs {getattr(want, f.name)}"
+                 for f in dataclasses.fields(want) if f.name != "shift_label"
+                 and getattr(source.cfg, f.name) != getattr(want, f.name)]
+        if diffs:
+            raise UserError(f"--init-backbone {cfg.init_backbone}: its backbone differs from the one to train "
+                            f"({'; '.join(diffs)})")
+        target = drafter.backbone if isinstance(drafter, DominoDrafter) else drafter
+        nnx.update(target, nnx.state(source))
+    graphdef, params = nnx.split(drafter)
+    return graphdef, nnx.to_pure_dict(params)
+
+
+def export_drafter(graphdef: nnx.GraphDef, params: dict, path: pathlib.Path, dtype: str,
+                   num_target_layers: int) -> int:
+    """Writes the official DFlash/Domino layout to `path` with weights in `dtype`; returns the weights file's size."""
+    cast = jax.tree.map(lambda x: jnp.asarray(x, numpy_dtype(dtype)), params)
+    save_dflash_checkpoint(nnx.merge(graphdef, nnx.State(cast)), path, num_target_layers)
+    return (path / WEIGHTS_FILE).stat().st_size
+
+
+def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: DFlashTrainConfig) -> dict:
+    return {"format": FORMAT, "model": model.name, "vocab_size": model.cfg.vocab_size,
+            "data": str(data_dir.absolute()), "config": dataclasses.asdict(cfg)}
+
+
+def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int):
+    # An anchor needs two consecutive answer tokens within the row.
+    return common.load_records(data_dir, vocab_size, seq_len, lambda mask: bool((mask[:-1] & mask[1:]).any()))
+
+
+def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Path, cfg: DFlashTrainConfig, *,
+                 resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
+                 time_limit: float | None = None, progress: bool = True) -> dict:
+    """Trains (or, with `resume`, continues) a DFlash or (`cfg.domino`) Domino drafter until `cfg.steps`, then
+    exports to `out_dir/drafter`. `stop_at` (a step) and `time_limit` (seconds) end the run early after a
+    checkpoint. Returns the step reached, whether it finished, the last evaluation and the exported weights' size."""
+    numpy_dtype(export_dtype)  # validate before hours of training
+    records = load_records(data_dir, model.cfg.vocab_size, cfg.seq_len)
+    train_records, eval_records = common.split_records(records, cfg.eval_records, cfg.seed)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    dcfg = drafter_config(model.cfg, cfg)
+    with Checkpoints(out_dir / "checkpoints") as checkpoints:
+        step = checkpoints.latest_step()
+        if step is not None and not resume:
+            raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
+                            "new --out")
+        common.save_settings(out_dir, _settings(model, data_dir, cfg), check=step is not None, command=cfg.command)
+        if step is None:
+            graphdef, params = init_drafter(model.cfg, dcfg, cfg)
+            state = {"params": params, "opt": make_optimizer(0.0).init(params)}
+            step, position = 0, {"epoch": 0, "row": 0}
+        else:
+            graphdef, state, meta = _restore(checkpoints, step, dcfg, cfg)
+            position = meta["data"]
+            if progress:
+                tqdm.write(f"jspec: resuming from step {step} ({checkpoints.directory / str(step)})", file=sys.stderr)
+        # Restored arrays come back committed to a device; commit fresh ones too, so a resumed run reuses the
+        # compiled step (the jit cache keys on it).
+        state = jax.device_put(state, jax.devices()[0])
+        backbone = dcfg.backbone if cfg.domino else dcfg
+        statics = dict(graphdef=graphdef, target_graphdef=model.graphdef,
+                       objective=Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq,
+                                           gamma=cfg.gamma_decay, ttt=cfg.ttt, seed=cfg.seed))
+        batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
+        eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
+        lams = curriculum(cfg)
+
+        def step_fn(state, batch, lr, step):
+            return train_step(state, model.params, batch, lr, lams[step], np.int32(step), **statics)
+
+        state, step, last_eval = common.train_loop(
+            cfg, step=step, state=state, batcher=batcher,
+            metrics=common.MetricsLog(out_dir / "metrics.jsonl", keep_until=step), train_step=step_fn,
+            summarize=lambda pending: _summarize_train(pending, cfg.domino),
+            evaluate=None if eval_rows is None else (
+                lambda state: evaluate(eval_rows, cfg.batch_size, state["params"], model.params, cfg.domino,
+                                       **statics)),
+            save=lambda step, state, position: checkpoints.save(step, state, {"step": step, "data": position}),
+            stop_at=stop_at, time_limit=time_limit, progress=progress, desc=f"train {cfg.command}")
+    result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
+    if result["finished"]:
+        result["size_bytes"] = export_drafter(graphdef, state["params"], out_dir / "drafter", export_dtype,
+                                              model.cfg.num_layers)
+        plot_metrics(out_dir / "metrics.jsonl", out_dir / "training.png")
+    return result
+
+
+def _restore(checkpoints: Checkpoints, step: int, dcfg: DFlashConfig | DominoConfig, cfg: DFlashTrainConfig):
+    """(graphdef, train state, metadata) of checkpoint `step`."""
+    abstract_drafter = nnx.eval_shape(lambda: _fresh(dcfg, cfg.seed))
+    graphdef, params = nnx.split(abstract_drafter)
+    abstract = jax.eval_shape(lambda p: {"params": p, "opt": make_optimizer(0.0).init(p)},
+                              nnx.to_pure_dict(params))
+    tree, meta = checkpoints.restore(step, abstract)
+    if not isinstance(meta.get("data"), dict) or set(meta["data"]) != {"epoch", "row"}:
+        raise UserError(f"{checkpoints.directory / str(step)}: checkpoint metadata lacks the data position")
+    return graphdef, tree, meta
+
+
+def export_latest(model: LoadedModel, out_dir: pathlib.Path, dtype: str = "bfloat16",
+                  command: str = "dflash") -> tuple[int, int]:
+    """Exports the latest checkpoint of the run in `out_dir` to `out_dir/drafter`; returns (step, weights bytes)."""
+    numpy_dtype(dtype)
+    run = common.read_run(out_dir, FORMAT, command)
+    if run.get("vocab_size") != model.cfg.vocab_size:
+        raise UserError(f"{out_dir} trained a drafter for a vocabulary of {run.get('vocab_size')} tokens "
+                        f"({run.get('model')}); --model has {model.cfg.vocab_size}")
+    try:
+        cfg = DFlashTrainConfig(**run["config"])
+    except (KeyError, TypeError) as e:
+        raise UserError(f"{out_dir / 'run.json'}: unreadable settings ({e})") from None
+    with Checkpoints(out_dir / "checkpoints") as checkpoints:
+        step = checkpoints.latest_step()
+        if step is None:
+            raise UserError(f"{out_dir} has no checkpoints to export")
+        graphdef, state, _ = _restore(checkpoints, step, drafter_config(model.cfg, cfg), cfg)
+    return step, export_drafter(graphdef, state["params"], out_dir / "drafter", dtype, model.cfg.num_layers)
+
+
+def plot_metrics(metrics_path: pathlib.Path, png_path: pathlib.Path) -> None:
+    """Loss (train and eval) and per-draft accuracy (eval, else train) against the step."""
+    common.plot_metrics(metrics_path, png_path, loss_label="block loss (Σ w·CE / Σ w)", series="draft",
+                        acc_title="accuracy per draft position (0 = first)")
+
