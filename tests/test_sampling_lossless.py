@@ -80,18 +80,20 @@ def make_method(name, cfg, graphdef, params):
                    "graft": {"thresholds": (0.3, 0.2, 0.0), "vocab_size": VOCAB}}[name]
         method = get_method(name, drafter=d_graphdef, taps=taps, top_k=2, depth=2, budget=5, **pruning)
         return method, {"drafter": d_params, "embed": params["embed"][...]}
-    if name in ("dflash", "domino"):  # random block drafters; taps (0, 1) just exercise the plumbing here
+    if name in ("dflash", "domino", "graft_tail"):  # random block drafters; taps (0, 1) just exercise the plumbing
         from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
         from jspec.drafters.domino import DominoConfig, DominoDrafter
         from jspec.methods import dflash_method
 
         dcfg = DFlashConfig(hidden_size=32, num_layers=1, num_heads=4, num_kv_heads=2, head_dim=8, intermediate_size=64,
                             rms_norm_eps=1e-6, rope=cfg.rope, vocab_size=VOCAB, tap_layers=(0, 1), mask_token_id=7,
-                            block_size=3, shift_label=name == "domino")
+                            block_size=3, shift_label=name != "dflash")
         drafter = (DFlashDrafter(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(1)) if name == "dflash" else
                    DominoDrafter(DominoConfig(dcfg, gru_hidden=8, rank=8), dtype=jnp.float32, rngs=nnx.Rngs(1)))
-        # Domino samples its drafts (its rule at T > 0), DFlash drafts greedily (its rule).
-        return dflash_method(name, target, drafter, draft_temperature=1.0 if name == "domino" else 0.0)
+        # Domino samples its drafts (its rule at T > 0), DFlash drafts greedily (its rule); graft_tail keeps part of
+        # the sampled Domino block and retrieves a tree below it.
+        options = {"threshold": 0.1, "tail": "tree", "budget": 5} if name == "graft_tail" else {}
+        return dflash_method(name, target, drafter, draft_temperature=0.0 if name == "dflash" else 1.0, **options)
     return build(name, target, **OPTIONS.get(name, {}))
 
 

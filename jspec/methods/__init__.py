@@ -8,6 +8,7 @@ from jspec.methods.dflash import DFlash, Domino
 from jspec.methods.draft_model import DraftModel
 from jspec.methods.eagle3 import Eagle3
 from jspec.methods.graft import Eagle3Pruned, Graft
+from jspec.methods.graft_tail import GraftTail
 from jspec.methods.pld import PromptLookup
 from jspec.methods.token_recycling import TokenRecycling
 
@@ -18,7 +19,8 @@ ALL_METHODS = ("vanilla", "pld", "token_recycling", "draft_model", "eagle3", "ea
 
 def available() -> dict[str, type[Method]]:
     return {"vanilla": Method, "pld": PromptLookup, "draft_model": DraftModel, "token_recycling": TokenRecycling,
-            "eagle3": Eagle3, "eagle3_pruned": Eagle3Pruned, "graft": Graft, "dflash": DFlash, "domino": Domino}
+            "eagle3": Eagle3, "eagle3_pruned": Eagle3Pruned, "graft": Graft, "dflash": DFlash, "domino": Domino,
+            "graft_tail": GraftTail}
 
 
 def build(name: str, target, drafter: str | None = None, **options) -> tuple[Method, Any]:
@@ -49,7 +51,7 @@ def build(name: str, target, drafter: str | None = None, **options) -> tuple[Met
                             "--drafter for generate and calibrate, --eagle3-drafter for bench")
         graphdef, params = nnx.split(load_eagle3_checkpoint(resolve_drafter(drafter), target.cfg, target.dtype))
         return eagle3_method(target, graphdef, params, name=name, **options)
-    if name in ("dflash", "domino"):
+    if name in ("dflash", "domino", "graft_tail"):
         from jspec.io.dflash_checkpoint import load_dflash_checkpoint
 
         if not drafter:
@@ -75,8 +77,9 @@ def eagle3_method(target, graphdef, drafter_params, name: str = "eagle3", **opti
 
 
 def dflash_method(name: str, target, drafter, **options) -> tuple[Method, Any]:
-    """A dflash / domino method around a DFlashDrafter or DominoDrafter module for `target` (embedding and LM head
-    shared). `dflash` on a Domino drafter runs its backbone alone (the head-off ablation)."""
+    """A dflash / domino / graft_tail method around a DFlashDrafter or DominoDrafter module for `target` (embedding
+    and LM head shared). `dflash` on a Domino drafter runs its backbone alone (the head-off ablation); graft_tail
+    drafts through the head when there is one."""
     from flax import nnx
 
     from jspec.drafters.domino import DominoDrafter
@@ -86,7 +89,9 @@ def dflash_method(name: str, target, drafter, **options) -> tuple[Method, Any]:
                         "plain DFlash drafter: use --method dflash")
     if name == "dflash" and isinstance(drafter, DominoDrafter):
         drafter = drafter.backbone
-    cfg = drafter.backbone.cfg if name == "domino" else drafter.cfg
+    if name == "graft_tail":
+        options = {"vocab_size": target.cfg.vocab_size, "head": isinstance(drafter, DominoDrafter), **options}
+    cfg = drafter.backbone.cfg if isinstance(drafter, DominoDrafter) else drafter.cfg
     method = get_method(name, drafter=nnx.graphdef(drafter), taps=cfg.tap_layers, block_size=cfg.block_size,
                         shift_label=cfg.shift_label, mask_token_id=cfg.mask_token_id, **options)
     head = target.params["lm_head"] if "lm_head" in target.params else target.params["embed"]

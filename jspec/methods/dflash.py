@@ -73,7 +73,7 @@ class DFlash(Method):
         slots = -(-(max_cache_len + self.block_size) // 128) * 128
         return DFlashState(cache=backbone.init_cache(batch, slots, dtype),
                            fed=jnp.zeros((batch,), jnp.int32),
-                           pend_feat=jnp.zeros((batch, self.tree_size, width), dtype),
+                           pend_feat=jnp.zeros((batch, self.max_depth + 1, width), dtype),
                            pend_n=jnp.zeros((batch,), jnp.int32), rng=jax.random.key(0))
 
     def resume_state(self, params, state: DFlashState, batch: int, max_cache_len: int) -> DFlashState:
@@ -87,9 +87,16 @@ class DFlash(Method):
         return dataclasses.replace(state, cache=cache, fed=prompt_lens, pend_n=jnp.zeros_like(prompt_lens))
 
     def propose(self, params, state: DFlashState, ctx: Context):
+        drafts, _, _, state = self.draft_block(params, state, ctx)
+        tokens = jnp.concatenate([ctx.root[:, None], drafts], axis=1)
+        return chain(tokens, jnp.ones(tokens.shape, bool)), state
+
+    def draft_block(self, params, state: DFlashState, ctx: Context):
+        """(drafts [B, num_drafts], the draft rows' final-normed states, their base logits, state): the pending
+        context is written, then the block runs at the root's position."""
         model = nnx.merge(self.drafter, params["drafter"])
         backbone = self._backbone(model)
-        b, p = state.pend_n.shape[0], self.tree_size
+        b, p = state.pend_feat.shape[:2]
         slots = state.fed[:, None] + jnp.arange(p, dtype=jnp.int32)[None, :]
         cache = backbone.write_context(state.pend_feat, slots, jnp.arange(p)[None, :] < state.pend_n[:, None],
                                        state.cache)
@@ -102,9 +109,8 @@ class DFlash(Method):
         base = jnp.einsum("bnd,vd->bnv", rows, params["lm_head"]).astype(jnp.float32)
         key, rng = jax.random.split(state.rng)
         drafts = self._draft(model, params, rows, base, ctx.root, key)
-        tokens = jnp.concatenate([ctx.root[:, None], drafts], axis=1)
-        tree = chain(tokens, jnp.ones(tokens.shape, bool))
-        return tree, dataclasses.replace(state, cache=cache, fed=fed, pend_n=jnp.zeros_like(state.pend_n), rng=rng)
+        return drafts, rows, base, dataclasses.replace(state, cache=cache, fed=fed,
+                                                      pend_n=jnp.zeros_like(state.pend_n), rng=rng)
 
     def _choose(self, key):
         """None (greedy) or a sampler of draft i from its logits."""
@@ -120,8 +126,7 @@ class DFlash(Method):
         return jnp.stack([choose(base[:, i], i) for i in range(base.shape[1])], axis=1)
 
     def observe(self, params, state: DFlashState, tree, logits, acceptance, features) -> DFlashState:
-        path = acceptance.path[:, : self.tree_size]
-        pend_feat = jnp.take_along_axis(features, path[:, :, None], axis=1).astype(state.pend_feat.dtype)
+        pend_feat = jnp.take_along_axis(features, acceptance.path[:, :, None], axis=1).astype(state.pend_feat.dtype)
         return dataclasses.replace(state, pend_feat=pend_feat, pend_n=acceptance.path_len)
 
 

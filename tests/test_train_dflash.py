@@ -1,0 +1,325 @@
+"""`jspec train dflash` / `jspec train domino` on a tiny random target: the training forward equals the inference
+path, the curriculum schedule, the loss falls, resumption is bit for bit, damaged checkpoints are user errors, and
+exports drive the dflash / domino / graft_tail methods losslessly."""
+
+import dataclasses
+import json
+import pathlib
+import re
+
+import jax
+import jax.numpy as jnp
+import ml_dtypes
+import numpy as np
+import pytest
+import safetensors.numpy
+from flax import nnx
+from test_train_eagle3 import VOCAB, _write_data, _write_tiny_model
+
+from jspec.cli import main
+from jspec.config import ModelConfig, RopeConfig
+from jspec.decode import generate
+from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
+from jspec.drafters.domino import DominoConfig, DominoDrafter
+from jspec.errors import UserError
+from jspec.io.dflash_checkpoint import load_dflash_checkpoint
+from jspec.methods import build, dflash_method
+from jspec.methods.base import Context
+from jspec.models.decoder import Decoder
+from jspec.models.loading import LoadedModel, load_model
+from jspec.spec_decode import speculative_generate
+from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, curriculum, draft_logits,
+                                drafter_config, export_latest, init_drafter, sample_blocks, train_dflash)
+from jspec.train.packing import pack
+
+# Shared by the API tests so each variant's jitted train step compiles once.
+CFG = DFlashTrainConfig(steps=30, batch_size=4, seq_len=64, lr=1e-2, warmup_steps=3, block_size=4, num_layers=2,
+                        anchors_per_seq=16, gamma_decay=4.0, intermediate_size=48, eval_records=8, eval_every=10,
+                        save_every=100, log_every=5)
+DOMINO = dataclasses.replace(CFG, domino=True, gru_hidden=16, rank=16)
+
+
+# ---- the training forward against the inference path ---------------------------------------------------------------
+
+QWEN = ModelConfig(family="qwen3", vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=8, num_heads=4,
+                   num_kv_heads=2, head_dim=8, rms_norm_eps=1e-6, rope=RopeConfig(theta=10000.0), qk_norm=True)
+
+
+def _o1(module):
+    """O(1) activations (the default 0.02 init makes attention nearly uniform, a weak test)."""
+    graphdef, state = nnx.split(module)
+    return nnx.merge(graphdef, jax.tree.map(lambda x: x / 0.02 / np.sqrt(x.shape[-1]) if x.ndim == 2 else x, state))
+
+
+@pytest.fixture(scope="module")
+def qwen():
+    graphdef, params = nnx.split(_o1(Decoder(QWEN, dtype=jnp.float32, rngs=nnx.Rngs(3))))
+    return LoadedModel(name="tiny-qwen", cfg=QWEN, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
+                       chat=False)
+
+
+def _inference_drafts(method, params, features, record, offset):
+    """The method's proposal for a block rooted at record[offset], its context = the record's features before."""
+    state = method.init_state(params, 1, 64)
+    state = method.prefill(params, state, jnp.asarray(record[None, :offset]), jnp.asarray([offset]),
+                           jnp.asarray(record[offset : offset + 1]), features[None, :offset])
+    ctx = Context(root=jnp.asarray(record[offset : offset + 1]), history=jnp.zeros((1, 64), jnp.int32),
+                  history_len=jnp.asarray([offset + 1]), lengths=jnp.asarray([offset]))
+    tree, _ = jax.jit(method.propose)(params, state, ctx)
+    return np.asarray(tree.tokens[0, 1:])
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_training_blocks_equal_inference_blocks(qwen, kind):
+    """Two records packed in one row, anchors in both (one at the second record's start, whose context is empty):
+    every block's states and base logits equal `DFlashDrafter.__call__` over a cache holding its record's features
+    before the anchor, to 1e-5 in float32; the blocks' greedy drafts (domino: its GRU reading its own drafts, i.e.
+    the `ttt` forward) equal the dflash / domino methods' proposals."""
+    backbone_cfg = DFlashConfig.for_target(QWEN, num_layers=2, block_size=5, mask_token_id=90,
+                                           shift_label=kind == "domino")
+    if kind == "domino":
+        model = _o1(DominoDrafter(DominoConfig(backbone_cfg, gru_hidden=16, rank=8), dtype=jnp.float32,
+                                  rngs=nnx.Rngs(0)))
+        backbone = model.backbone
+    else:
+        model = backbone = _o1(DFlashDrafter(backbone_cfg, dtype=jnp.float32, rngs=nnx.Rngs(0)))
+    method, params = dflash_method(kind, qwen, model)
+    embed, lm_head = params["embed"], params["lm_head"]
+    rng = np.random.default_rng(0)
+    records = [(rng.integers(0, 90, n).astype(np.int32), np.ones(n, bool)) for n in (9, 13)]
+    packed = pack(records, 24)
+    batch = {k: jnp.asarray(v) for k, v in packed.rows(np.arange(1)).items()}
+    features = jnp.asarray(rng.normal(size=(1, 24, backbone_cfg.feature_size)), jnp.float32)
+    anchors = jnp.asarray([[0, 3, 8, 9, 10, 16, 21]], jnp.int32)
+    blocks = block_labels(batch, anchors, jnp.ones(anchors.shape, bool), backbone_cfg.num_drafts)
+
+    @jax.jit
+    def train_side(model):
+        hidden = block_hidden(model.backbone if kind == "domino" else model, embed, batch, features, anchors)
+        first, j = backbone_cfg.first_draft_row, backbone_cfg.num_drafts
+        rows = hidden[0, :, first : first + j]
+        return hidden[0], draft_logits(model, embed, lm_head, rows, blocks.prev[0], ttt=True)
+
+    hidden, (final, base) = train_side(model)
+    for n, a in enumerate(np.asarray(anchors[0]).tolist()):
+        start = 0 if a < 9 else 9
+        record, offset = records[int(a >= 9)][0], a - start
+        cache = backbone.write_context(features[:, start : a], jnp.arange(offset)[None], jnp.ones((1, offset), bool),
+                                       backbone.init_cache(1, 32, jnp.float32))
+        block = jnp.asarray([[record[offset]] + [90] * 4])
+        want, _ = backbone(embed, block, jnp.asarray([offset]), cache)
+        np.testing.assert_allclose(hidden[n], want[0], atol=1e-5, rtol=0)
+        first = backbone_cfg.first_draft_row
+        want_base = want[0, first : first + backbone_cfg.num_drafts] @ lm_head.T
+        np.testing.assert_allclose(base[n], want_base, atol=1e-5, rtol=0)
+        drafts = _inference_drafts(method, params, features[0, start:], record, offset)
+        np.testing.assert_array_equal(np.argmax(final[n], axis=-1), drafts)
+    if kind == "domino":  # the correction changes the drafts (else the comparison above would not test the head)
+        assert np.any(np.argmax(final, -1) != np.argmax(base, -1))
+
+
+def test_anchors_are_distinct_answer_positions_with_an_answer_successor():
+    mask = np.zeros((2, 24), bool)
+    mask[0, 3:10] = mask[0, 14:20] = True  # two records' answers (segments below)
+    mask[1, 5:8] = True
+    segments = np.array([[1] * 12 + [2] * 12, [1] * 10 + [0] * 14])
+    batch = {"tokens": jnp.asarray(np.arange(48).reshape(2, 24) % 7, jnp.int32), "loss_mask": jnp.asarray(mask),
+             "segments": jnp.asarray(segments, jnp.int32), "positions": jnp.zeros((2, 24), jnp.int32)}
+    candidates = {0: set(range(3, 9)) | set(range(14, 19)), 1: {5, 6}}
+    for seed in range(5):
+        blocks = sample_blocks(jax.random.key(seed), batch, 8, 3)
+        anchors, keep = np.asarray(blocks.anchors), np.asarray(blocks.keep)
+        assert keep[0].all() and keep[1].tolist() == [True, True] + [False] * 6
+        for row in range(2):
+            kept = anchors[row][keep[row]].tolist()
+            assert len(set(kept)) == len(kept) and set(kept) <= candidates[row]
+        # Labels: the next three tokens, scored while they stay answer tokens of the anchor's record.
+        a = int(anchors[0, 0])
+        assert blocks.labels[0, 0].tolist() == [(a + j) % 7 for j in (1, 2, 3)]
+        assert blocks.valid[0, 0].tolist() == [bool(mask[0, a + j]) and (a + j < 12) == (a < 12) for j in (1, 2, 3)]
+    assert set(np.asarray(sample_blocks(jax.random.key(0), batch, 11, 3).anchors[0]).tolist()) == candidates[0]
+
+
+def test_curriculum_moves_the_base_share_from_one_to_zero():
+    cfg = dataclasses.replace(DOMINO, steps=10, curriculum_fraction=0.5)
+    np.testing.assert_allclose(curriculum(cfg), [1.0, 0.8, 0.6, 0.4, 0.2, 0, 0, 0, 0, 0], atol=1e-7)
+    np.testing.assert_allclose(curriculum(dataclasses.replace(cfg, curriculum_fraction=1.0)),
+                               1 - np.arange(10) / 10, atol=1e-7)
+    assert not curriculum(dataclasses.replace(cfg, curriculum=False)).any()
+    assert not curriculum(dataclasses.replace(CFG, steps=10)).any()  # DFlash has no head: final = base logits
+
+
+# ---- training ------------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("train_dflash")
+    _write_tiny_model(root / "model")
+    model = load_model(str(root / "model"), dtype="float32", progress=False)
+    _write_data(root / "data", model)
+    return root, model
+
+
+@pytest.fixture(scope="module")
+def trained(workspace):
+    """One full run per kind (float32 export), shared by the tests that inspect them."""
+    root, model = workspace
+    out = {}
+    for kind, cfg in (("dflash", CFG), ("domino", DOMINO)):
+        result = train_dflash(model, root / "data", root / kind, cfg, export_dtype="float32", progress=False)
+        out[kind] = (root / kind, result)
+    return out
+
+
+def _metrics(out: pathlib.Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_loss_falls_and_acceptance_rises(trained, kind):
+    out, result = trained[kind]
+    assert result["finished"] and result["step"] == 30
+    train = [r for r in _metrics(out) if r["split"] == "train"]
+    evals = [r for r in _metrics(out) if r["split"] == "eval"]
+    assert [r["step"] for r in train] == [5, 10, 15, 20, 25, 30] and [r["step"] for r in evals] == [10, 20, 30]
+    assert train[-1]["loss"] < 0.8 * train[0]["loss"], [r["loss"] for r in train]
+    assert evals[-1]["loss"] < evals[0]["loss"] and evals[-1]["accept_len"] > evals[0]["accept_len"]
+    assert len(evals[-1]["acc"]) == (4 if kind == "domino" else 3)  # drafts per block
+    if kind == "domino":
+        assert [r["lambda"] for r in train] == pytest.approx([1 - 4 / 15, 1 - 9 / 15, 1 - 14 / 15, 0.0, 0.0, 0.0])
+        assert {"base_loss", "base_acc", "base_accept_len"} <= set(evals[-1])
+    assert (out / "training.png").stat().st_size > 10_000
+
+
+def _tensors(path: pathlib.Path) -> dict[str, np.ndarray]:
+    return safetensors.numpy.load_file(str(path / "drafter" / "model.safetensors"))
+
+
+def test_resume_is_bit_identical(workspace, trained):
+    root, model = workspace
+    out = root / "halves"
+    first = train_dflash(model, root / "data", out, DOMINO, export_dtype="float32", stop_at=15, progress=False)
+    assert first["step"] == 15 and not first["finished"] and not (out / "drafter").exists()
+    with pytest.raises(UserError, match="--resume"):
+        train_dflash(model, root / "data", out, DOMINO, progress=False)
+    with pytest.raises(UserError, match="other settings.*--curriculum-fraction"):
+        train_dflash(model, root / "data", out, dataclasses.replace(DOMINO, curriculum_fraction=0.9), resume=True,
+                     progress=False)
+    second = train_dflash(model, root / "data", out, DOMINO, export_dtype="float32", resume=True, progress=False)
+    assert second["finished"]
+    full, _ = trained["domino"]
+    want, got = _tensors(full), _tensors(out)
+    assert want.keys() == got.keys() and "prefix_gru.weight_ih_l0" in want
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    assert _metrics(out) == _metrics(full)
+
+
+def test_damaged_checkpoint_is_a_user_error(workspace, trained):
+    root, model = workspace
+    out = root / "damaged"
+    train_dflash(model, root / "data", out, CFG, stop_at=2, progress=False)
+    step_dir = out / "checkpoints" / "2"
+    for f in (step_dir / "state").rglob("*"):
+        if f.is_file() and f.parent.name == "d":
+            f.write_bytes(f.read_bytes()[:7])  # truncated array data
+    with pytest.raises(UserError, match=f"{step_dir}: corrupt or incomplete checkpoint"):
+        train_dflash(model, root / "data", out, CFG, resume=True, progress=False)
+    with pytest.raises(UserError, match=f"{step_dir}: corrupt or incomplete checkpoint"):
+        export_latest(model, out)
+
+
+def test_exports_load_and_draft_losslessly(workspace, trained):
+    root, model = workspace
+    rng = np.random.default_rng(7)
+    prompts = [rng.integers(0, VOCAB, 9).tolist(), rng.integers(0, VOCAB, 5).tolist()]
+    kw = dict(max_new_tokens=24, max_cache_len=96)
+    vanilla = generate(model.graphdef, model.params, prompts, **kw).tokens
+    mats = {}
+    for kind, name in (("dflash", "dflash"), ("domino", "domino"), ("dflash", "graft_tail"), ("domino", "dflash")):
+        out, result = trained[kind]
+        drafter = load_dflash_checkpoint(out / "drafter", model.cfg)
+        assert drafter.cfg == drafter_config(model.cfg, DOMINO if kind == "domino" else CFG)
+        assert result["size_bytes"] == (out / "drafter" / "model.safetensors").stat().st_size
+        method, params = build(name, model, drafter=str(out / "drafter"))
+        spec = speculative_generate(model.graphdef, model.params, prompts, method=method, method_params=params, **kw)
+        assert spec.tokens == vanilla, (kind, name)
+        mats[kind, name] = sum(map(len, spec.tokens)) / sum(len(a) for a in spec.accepted)
+    # The trained Domino drafter is useful on the data's own distribution (an untrained one: about 1.0) and its head
+    # beats its backbone alone; retrieval lifts the (here barely trained) DFlash drafter.
+    assert mats["domino", "domino"] > 1.2 and mats["domino", "domino"] >= mats["domino", "dflash"], mats
+    assert mats["dflash", "graft_tail"] > mats["dflash", "dflash"], mats
+    # --export from the last checkpoint writes the same weights as the end of training.
+    out, _ = trained["domino"]
+    before = _tensors(out)
+    assert export_latest(model, out, "float32", command="domino")[0] == 30
+    for name, value in _tensors(out).items():
+        np.testing.assert_array_equal(value, before[name])
+
+
+def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):
+    root, model = workspace
+    source = load_dflash_checkpoint(trained["dflash"][0] / "drafter", model.cfg)
+    dcfg = drafter_config(model.cfg, DOMINO)
+    init = dataclasses.replace(DOMINO, init_backbone=str(trained["dflash"][0] / "drafter"))
+    _, params = init_drafter(model.cfg, dcfg, init)
+    for want, got in zip(jax.tree.leaves(nnx.to_pure_dict(nnx.state(source))), jax.tree.leaves(params["backbone"])):
+        np.testing.assert_array_equal(got, want)
+    _, fresh = init_drafter(model.cfg, dcfg, DOMINO)
+    jax.tree.map(np.testing.assert_array_equal, params["head"], fresh["head"])  # the head stays random
+    with pytest.raises(UserError, match="differs from the one to train.*num_layers 2 vs 1"):
+        init_drafter(model.cfg, drafter_config(model.cfg, dataclasses.replace(init, num_layers=1)),
+                     dataclasses.replace(init, num_layers=1))
+
+
+# ---- CLI -----------------------------------------------------------------------------------------------------------
+
+def _cli(workspace, command, out, *extra):
+    root, _ = workspace
+    # CFG's shapes, so the compiled train steps are reused (--steps is not a compile-time input).
+    return ["train", command, "--model", str(root / "model"), "--data", str(root / "data"), "--out", str(out),
+            "--steps", "4", "--batch-size", "4", "--seq-len", "64", "--block-size", "4", "--num-layers", "2",
+            "--anchors-per-seq", "16", "--gamma-decay", "4", "--intermediate-size", "48", "--eval-records", "8",
+            "--eval-every", "2", "--warmup-steps", "1", *extra]
+
+
+def test_cli_trains_and_exports(workspace, tmp_path, capsys):
+    assert main(_cli(workspace, "dflash", tmp_path / "run")) == 0
+    err = capsys.readouterr().err
+    assert "step 2/4  eval loss" in err and "exported DFlash drafter" in err
+    cfg = json.loads((tmp_path / "run" / "drafter" / "config.json").read_text())
+    assert cfg["block_size"] == 4 and cfg["num_hidden_layers"] == 2 and "projector_type" not in cfg["dflash_config"]
+    weights = _tensors(tmp_path / "run")
+    assert weights["fc.weight"].dtype == ml_dtypes.bfloat16  # the default export dtype
+    assert main(_cli(workspace, "dflash", tmp_path / "run", "--export", "--dtype", "float32")) == 0
+    assert _tensors(tmp_path / "run")["fc.weight"].dtype == np.float32
+    # Domino with training-time test and without the curriculum (its own compilation: the GRU reads its drafts).
+    assert main(_cli(workspace, "domino", tmp_path / "ttt", "--gru-hidden", "16", "--rank", "16", "--ttt",
+                     "--no-curriculum", "--steps", "2")) == 0
+    assert "exported Domino drafter" in capsys.readouterr().err
+    run = json.loads((tmp_path / "ttt" / "run.json").read_text())["config"]
+    assert run["domino"] and run["ttt"] and not run["curriculum"]
+    assert json.loads((tmp_path / "ttt" / "drafter" / "config.json").read_text())["dflash_config"][
+        "projector_type"] == "domino"
+    # --head-off trains and exports the plain DFlash recipe.
+    assert main(_cli(workspace, "domino", tmp_path / "off", "--head-off", "--steps", "2")) == 0
+    assert not json.loads((tmp_path / "off" / "run.json").read_text())["config"]["domino"]
+    assert "projector_type" not in json.loads((tmp_path / "off" / "drafter" / "config.json").read_text())[
+        "dflash_config"]
+
+
+@pytest.mark.parametrize("command, change, message", [
+    ("dflash", ["--anchors-per-seq", "64"], "--anchors-per-seq 64 exceeds the 63 anchor positions"),
+    ("dflash", ["--seq-len", "4"], "--seq-len 4 is shorter than a block"),
+    ("dflash", ["--gamma-decay", "0"], "--gamma-decay must be > 0"),
+    ("dflash", ["--ttt"], "unrecognized arguments: --ttt"),
+    ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
+    ("domino", ["--head-off", "--ttt"], "--ttt and --init-backbone apply to `jspec train domino` with its head"),
+    ("domino", ["--init-backbone", "/nowhere"], "/nowhere: no such checkpoint directory"),
+    ("domino", ["--export"], "holds no training run"),
+])
+def test_cli_errors(workspace, tmp_path, capsys, command, change, message):
+    assert main(_cli(workspace, command, tmp_path / "out", *change)) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jspec: error:"), err
+    assert re.search(message, err[0]), err[0]
