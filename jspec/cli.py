@@ -66,6 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--seed", type=int, default=0)
     bench.add_argument("--drafter", help="drafter for draft_model (model name/path or truncate:N)")
     bench.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint directory for eagle3, eagle3_pruned and graft")
+    bench.add_argument("--dflash-drafter", help="DFlash (or Domino) checkpoint directory for dflash and graft_tail")
+    bench.add_argument("--domino-drafter", help="Domino checkpoint directory for domino (and graft_tail when "
+                       "--dflash-drafter is not given)")
     bench.add_argument("--fixed-split", type=int, default=None, metavar="K",
                        help="run graft without adaptive pruning: K draft nodes every step, the rest retrieved")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
@@ -285,6 +288,11 @@ def run_bench(args) -> None:
         if "graft" not in methods:
             raise UserError("--fixed-split applies to graft, which is not among --methods")
         get_method("graft", fixed_split=args.fixed_split)
+    block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter,
+                      "graft_tail": args.dflash_drafter or args.domino_drafter}
+    for m in set(methods) & set(block_drafters):
+        if not block_drafters[m]:
+            raise UserError(f"{m} needs a checkpoint directory: --{'domino' if m == 'domino' else 'dflash'}-drafter")
     datasets = tuple(d.strip() for d in args.dataset.split(",") if d.strip())
     for d in datasets:
         if d not in DATASETS:
@@ -293,7 +301,8 @@ def run_bench(args) -> None:
     model = load_model(args.model, dtype=dtype)
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
-                      drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split)
+                      drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
+                      dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
     out = pathlib.Path(args.out)
     run(model, cfg, out)
     device = jax.devices()[0].device_kind

@@ -308,6 +308,22 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
         "dflash_config"]
 
 
+def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
+    root, _ = workspace
+    drafters = ["--dflash-drafter", str(trained["dflash"][0] / "drafter"), "--domino-drafter",
+                str(trained["domino"][0] / "drafter")]
+    bench = ["bench", "--model", str(root / "model"), "--dataset", "gsm8k", "--limit", "2", "--max-new-tokens", "12",
+             "--out", str(tmp_path / "bench")]
+    assert main([*bench, "--methods", "dflash,domino,graft_tail", *drafters]) == 0
+    records = [json.loads(line) for line in (tmp_path / "bench" / "results.jsonl").read_text().splitlines()]
+    assert {r["method"] for r in records} == {"vanilla", "dflash", "domino", "graft_tail"}
+    assert all(r["identical"] for r in records)
+    capsys.readouterr()
+    assert main([*bench, "--methods", "graft_tail", *drafters[:2]]) == 0  # graft_tail takes either drafter
+    assert main([*bench, "--methods", "dflash,domino", *drafters[:2]]) == 2
+    assert capsys.readouterr().err.strip().endswith("domino needs a checkpoint directory: --domino-drafter")
+
+
 @pytest.mark.parametrize("command, change, message", [
     ("dflash", ["--anchors-per-seq", "64"], "--anchors-per-seq 64 exceeds the 63 anchor positions"),
     ("dflash", ["--seq-len", "4"], "--seq-len 4 is shorter than a block"),

@@ -29,13 +29,17 @@ class BenchConfig:
     drafter: str | None = None  # draft_model's drafter
     eagle3_drafter: str | None = None  # the EAGLE-3 checkpoint directory of eagle3, eagle3_pruned and graft
     fixed_split: int | None = None  # graft without adaptive pruning: draft nodes kept every step
+    dflash_drafter: str | None = None  # DFlash (or Domino) checkpoint of dflash, and of graft_tail
+    domino_drafter: str | None = None  # Domino checkpoint of domino, and of graft_tail without dflash_drafter
     max_prompt_tokens: int = 1024
 
 
 def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: bool = True) -> list[dict]:
     """Writes `results.jsonl` (one record per method x prompt) under `out_dir` and returns the records."""
     methods = ("vanilla",) + tuple(m for m in cfg.methods if m != "vanilla")
-    drafters = {"draft_model": cfg.drafter, **dict.fromkeys(EAGLE3_METHODS, cfg.eagle3_drafter)}
+    drafters = {"draft_model": cfg.drafter, **dict.fromkeys(EAGLE3_METHODS, cfg.eagle3_drafter),
+                "dflash": cfg.dflash_drafter, "domino": cfg.domino_drafter,
+                "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
     if cfg.fixed_split is not None:
         options["graft"] = {"fixed_split": cfg.fixed_split}
