@@ -22,7 +22,7 @@ from jspec.drafters.eagle3 import Eagle3Config, Eagle3Drafter
 from jspec.errors import UserError
 from jspec.methods import eagle3_method, get_method
 from jspec.methods.base import Context
-from jspec.methods.graft import GraftState, calibrate, fit_thresholds, graft_retrieved
+from jspec.methods.graft import calibrate, fit_thresholds, graft_retrieved
 from jspec.models.decoder import Decoder
 from jspec.models.loading import LoadedModel, load_model
 from jspec.retrieval import adjacency

@@ -23,11 +23,13 @@ children (read off `first_logprobs`, before any `step_fn` call), "depth 1" level
 confidence is c_d = exp(max cumulative log-prob over that level's stored candidates); a row with c_d < τ_d stops
 expanding there (its frontier is dead from then on, its deeper candidates −inf) and keeps only the `keep[i]` best
 nodes of the rerank: the top by score among the nodes expanded so far, a connected subtree by the argument above.
-When no row of the batch is still expanding, the remaining `step_fn` calls are skipped by `lax.cond`, so a batch
-of one saves the drafting compute. A checkpoint deeper than depth − 1 never fires (its level is never drafted).
+The levels between two checkpoints form one `lax.cond`: when no row of the batch is still expanding, their
+`step_fn` calls are skipped, so a batch of one saves the drafting compute (one branch per segment, not per level:
+on GPU each branch decision reads its predicate on the host). A checkpoint deeper than depth − 1 never fires (its level is never drafted).
 """
 
 import dataclasses
+import functools
 from typing import Protocol
 
 import jax
@@ -107,42 +109,52 @@ def build_dynamic_tree(step_fn: StepFn, carry: PyTree, root_tokens: Int[Array, "
         values, cols = jax.lax.top_k(_clean(logprobs), top_k)  # stable: equal scores keep column order
         return values, (cols if token_ids is None else token_ids[cols]).astype(jnp.int32)
 
-    def skip(carry, *_):
+    def forward(carry, tok, slots, anc, offset, level):
+        carry, logprobs = step_fn(carry, tok, jnp.broadcast_to(slots, (b, top_k)), anc, offset, level)
+        return carry, *top_children(logprobs)  # [B, K, K]
+
+    def no_forward(carry, *_):  # every row pruned: no children, the drafter is not called
         return carry, jnp.full((b, top_k, top_k), -jnp.inf, jnp.float32), jnp.zeros((b, top_k, top_k), jnp.int32)
+
+    def grow(expand, levels, expanding, frontier):
+        """Expands `levels` (feeding level l gives level l + 1); returns the new deepest level and what to store."""
+        carry, cand_score, cand_tok, cand_idx, cand_anc = frontier
+        stored = []
+        for level in levels:
+            score, pick = jax.lax.top_k(cand_score, top_k)  # the frontier: this level's best top_k
+            live = (score > -jnp.inf) & expanding[:, None]
+            score = jnp.where(live, score, -jnp.inf)
+            offset = 1 + (level - 1) * top_k
+            slots = offset + jnp.arange(top_k)
+            tok = jnp.take_along_axis(cand_tok, pick, axis=1)
+            anc = jnp.take_along_axis(cand_anc, pick[:, :, None], axis=1) | jax.nn.one_hot(slots, width, dtype=bool)
+            anc = anc & live[:, :, None]
+            carry, child_score, child_tok = expand(carry, tok, slots, anc, offset, level)
+            # A dead node (-inf) has dead children: cleaned log-probs are never NaN or +inf, whatever its row held.
+            cand_score = (score[:, :, None] + child_score).reshape(b, -1)
+            cand_tok = child_tok.reshape(b, -1)
+            cand_parent = jnp.repeat(jnp.take_along_axis(cand_idx, pick, axis=1), top_k, axis=1)
+            cand_anc = jnp.repeat(anc, top_k, axis=1)
+            cand_idx = top_k + (level - 1) * top_k**2 + jnp.broadcast_to(jnp.arange(top_k**2), (b, top_k**2))
+            stored.append((cand_score, cand_tok, cand_parent))
+        return (carry, cand_score, cand_tok, cand_idx, cand_anc), stored
 
     # The deepest level's candidates: scores, tokens, storage index, parent's storage index, ancestors in the window.
     cand_score, cand_tok = top_children(first_logprobs)
-    cand_idx = jnp.broadcast_to(jnp.arange(top_k), (b, top_k))
-    cand_parent = jnp.full((b, top_k), -1, jnp.int32)
-    cand_anc = jnp.zeros((b, top_k, width), bool).at[:, :, 0].set(True)
-    stored = [(cand_score, cand_tok, cand_parent)]
-    for level in range(1, depth):
-        stage, expanding = judge(level, cand_score, stage, expanding)
-        score, pick = jax.lax.top_k(cand_score, top_k)  # the frontier: this level's best top_k
-        live = (score > -jnp.inf) & expanding[:, None]
-        score = jnp.where(live, score, -jnp.inf)
-        offset = 1 + (level - 1) * top_k
-        slots = offset + jnp.arange(top_k)
-        tok = jnp.take_along_axis(cand_tok, pick, axis=1)
-        anc = jnp.take_along_axis(cand_anc, pick[:, :, None], axis=1) | jax.nn.one_hot(slots, width, dtype=bool)
-        anc = anc & live[:, :, None]
-
-        def expand(carry, tok, anc, offset=offset, level=level, slots=slots):
-            carry, logprobs = step_fn(carry, tok, jnp.broadcast_to(slots, (b, top_k)), anc, offset, level)
-            return carry, *top_children(logprobs)  # [B, K, K]
-
-        if checkpoints:  # a real branch: with every row pruned the drafter forward is not run
-            carry, child_score, child_tok = jax.lax.cond(jnp.any(expanding), expand, skip, carry, tok, anc)
+    frontier = (carry, cand_score, cand_tok, jnp.broadcast_to(jnp.arange(top_k), (b, top_k)),
+                jnp.zeros((b, top_k, width), bool).at[:, :, 0].set(True))
+    stored = [(cand_score, cand_tok, jnp.full((b, top_k), -1, jnp.int32))]
+    # Segments of levels between checkpoints: the rows expanding stay the same within one, so one branch decides.
+    cuts = sorted({1, depth} | {d + 1 for d in checkpoints if d + 1 < depth})
+    for lo, hi in zip(cuts, cuts[1:]):
+        stage, expanding = judge(lo, frontier[1], stage, expanding)
+        if checkpoints:  # a real branch: with every row pruned the drafter forwards are not run
+            frontier, new = jax.lax.cond(jnp.any(expanding), functools.partial(grow, forward, range(lo, hi)),
+                                         functools.partial(grow, no_forward, range(lo, hi)), expanding, frontier)
         else:
-            carry, child_score, child_tok = expand(carry, tok, anc)
-        # A dead node (-inf) has dead children: cleaned log-probs are never NaN or +inf, whatever its row held.
-        cand_score = (score[:, :, None] + child_score).reshape(b, -1)
-        cand_tok = child_tok.reshape(b, -1)
-        cand_parent = jnp.repeat(jnp.take_along_axis(cand_idx, pick, axis=1), top_k, axis=1)
-        cand_anc = jnp.repeat(anc, top_k, axis=1)
-        cand_idx = top_k + (level - 1) * top_k**2 + jnp.broadcast_to(jnp.arange(top_k**2), (b, top_k**2))
-        stored.append((cand_score, cand_tok, cand_parent))
-
+            frontier, new = grow(forward, range(lo, hi), expanding, frontier)
+        stored += new
+    carry, cand_score = frontier[:2]
     stage, _ = judge(depth, cand_score, stage, expanding)  # a checkpoint at the last level only sets the stage
     all_score, all_tok, all_parent = (jnp.concatenate(x, axis=1) for x in zip(*stored))
     num_cand = all_score.shape[1]
