@@ -56,7 +56,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--json", action="store_true", help="one JSON record per prompt on stdout")
     bench = sub.add_parser("bench", help="benchmark methods on datasets (MAT, tok/s, speedup vs vanilla)")
     bench.add_argument("--model", default="smollm2-135m")
-    bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first")
+    bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
+                       "graft_fixed is graft with a fixed split (--fixed-split)")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
                        "alpaca, xsum, sharegpt")
     bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")
@@ -69,8 +70,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--dflash-drafter", help="DFlash (or Domino) checkpoint directory for dflash and graft_tail")
     bench.add_argument("--domino-drafter", help="Domino checkpoint directory for domino (and graft_tail when "
                        "--dflash-drafter is not given)")
-    bench.add_argument("--fixed-split", type=int, default=None, metavar="K",
-                       help="run graft without adaptive pruning: K draft nodes every step, the rest retrieved")
+    bench.add_argument("--fixed-split", type=_positive_int("--fixed-split"), default=40, metavar="K",
+                       help="draft nodes of the graft_fixed method (graft without adaptive pruning: K draft nodes "
+                       "every step, the rest retrieved)")
+    bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
+                       help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
+                       "`jspec calibrate`); repeatable")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     bench.add_argument("--out", required=True, help="output folder for results.jsonl, summary.md, summary.png")
     cal = sub.add_parser("calibrate", help="warm up a method's state on ShareGPT prompts and save it")
@@ -282,12 +287,20 @@ def run_bench(args) -> None:
     from jspec.sampling import Sampling
 
     methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
+    from jspec.bench.runner import method_of
+
     for m in methods:
-        get_method(m, **_drafter_placeholder(m))
-    if args.fixed_split is not None:
-        if "graft" not in methods:
-            raise UserError("--fixed-split applies to graft, which is not among --methods")
+        get_method(method_of(m), **_drafter_placeholder(method_of(m)))
+    if "graft_fixed" in methods:
         get_method("graft", fixed_split=args.fixed_split)
+    method_states = []
+    for spec in args.method_state:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise UserError(f"--method-state takes METHOD=PATH, got {spec!r}")
+        if name not in methods:
+            raise UserError(f"--method-state names {name!r}, which is not among --methods")
+        method_states.append((name, path))
     block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter,
                       "graft_tail": args.dflash_drafter or args.domino_drafter}
     for m in set(methods) & set(block_drafters):
@@ -302,6 +315,7 @@ def run_bench(args) -> None:
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
+                      method_states=tuple(method_states),
                       dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
     out = pathlib.Path(args.out)
     run(model, cfg, out)

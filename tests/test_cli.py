@@ -277,6 +277,19 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
     assert_user_error(generate("--prompts-file", str(file), "--max-new-tokens", "1"), *keywords)
 
 
+@pytest.mark.parametrize(
+    "args, keywords",
+    [
+        pytest.param(["--methods", "graft", "--method-state", "graft"], ["METHOD=PATH"], id="state-without-path"),
+        pytest.param(["--methods", "pld", "--method-state", "graft=x.npz"], ["graft", "--methods"],
+                     id="state-for-absent-method"),
+        pytest.param(["--methods", "graft_fixed", "--fixed-split", "0"], ["--fixed-split"], id="fixed-split-zero"),
+    ],
+)
+def test_bench_bad_method_options(args, keywords, tmp_path):
+    assert_user_error(run_cli("bench", *args, "--out", str(tmp_path / "b")), *keywords)
+
+
 def test_nan_temperature():
     assert_user_error(generate("--prompt", "Hi", "--max-new-tokens", "1", "--temperature", "nan"), "temperature")
 

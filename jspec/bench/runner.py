@@ -28,7 +28,8 @@ class BenchConfig:
     seed: int = 0
     drafter: str | None = None  # draft_model's drafter
     eagle3_drafter: str | None = None  # the EAGLE-3 checkpoint directory of eagle3, eagle3_pruned and graft
-    fixed_split: int | None = None  # graft without adaptive pruning: draft nodes kept every step
+    fixed_split: int = 40  # draft nodes kept every step by `graft_fixed` (graft without adaptive pruning)
+    method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
     dflash_drafter: str | None = None  # DFlash (or Domino) checkpoint of dflash, and of graft_tail
     domino_drafter: str | None = None  # Domino checkpoint of domino, and of graft_tail without dflash_drafter
     max_prompt_tokens: int = 1024
@@ -37,17 +38,21 @@ class BenchConfig:
 def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: bool = True) -> list[dict]:
     """Writes `results.jsonl` (one record per method x prompt) under `out_dir` and returns the records."""
     methods = ("vanilla",) + tuple(m for m in cfg.methods if m != "vanilla")
-    drafters = {"draft_model": cfg.drafter, **dict.fromkeys(EAGLE3_METHODS, cfg.eagle3_drafter),
+    drafters = {"draft_model": cfg.drafter, **dict.fromkeys(EAGLE3_METHODS + ("graft_fixed",), cfg.eagle3_drafter),
                 "dflash": cfg.dflash_drafter, "domino": cfg.domino_drafter,
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
-    if cfg.fixed_split is not None:
-        options["graft"] = {"fixed_split": cfg.fixed_split}
-    if "eagle3" in methods and {"graft", "eagle3_pruned"} & set(methods):
+    options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
+    if "eagle3" in methods and {"graft", "graft_fixed", "eagle3_pruned"} & set(methods):
         # The dense baseline grows the same tree Graft prunes (Graft drafts deeper than eagle3's default).
         dense = Eagle3Pruned()
         options["eagle3"] = {"depth": dense.depth, "top_k": dense.top_k, "budget": dense.budget}
-    built = {name: build(name, model, drafters.get(name), **options[name]) for name in methods}
+    built = {name: build(method_of(name), model, drafters.get(name), **options[name]) for name in methods}
+    states = {}
+    for name, path in cfg.method_states:
+        if name not in built:
+            raise UserError(f"--method-state names {name!r}, which is not among --methods")
+        states[name] = built[name][0].load_state(path)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = []
     with open(out_dir / "results.jsonl", "w", encoding="utf-8") as sink:
@@ -61,8 +66,9 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                 method, params = built[name]
                 kw = dict(max_new_tokens=cfg.max_new_tokens, sampling=cfg.sampling, max_cache_len=cache_len,
                           method_params=params, pad_to=width)
-                run_batch(model, method, [prompts[0]["ids"]], seed=cfg.seed, **kw)  # compile outside the timing
-                state = None
+                # Compile outside the timing (a loaded state is fitted to the call, so pass the same pytree shape).
+                run_batch(model, method, [prompts[0]["ids"]], seed=cfg.seed, method_state=states.get(name), **kw)
+                state = states.get(name)
                 bar = tqdm(prompts, desc=f"{dataset}/{name}", disable=not progress, unit="prompt")
                 for i, p in enumerate(bar):
                     [rec], state = run_batch(model, method, [p["ids"]], seed=cfg.seed + i, method_state=state, **kw)
@@ -79,6 +85,11 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                     records.append(rec)
                     bar.set_postfix(mat=f"{rec['mat']:.2f}", tok_s=f"{rec['tok_per_s']:.1f}")
     return records
+
+
+def method_of(label: str) -> str:
+    """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split)."""
+    return "graft" if label == "graft_fixed" else label
 
 
 def _encode(model: LoadedModel, prompts: list[dict], max_tokens: int) -> list[dict]:
