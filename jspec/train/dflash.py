@@ -49,7 +49,7 @@ from jspec.models.loading import LoadedModel
 from jspec.models.rope import apply_rope
 from jspec.train import common
 from jspec.train.checkpoints import Checkpoints
-from jspec.train.packing import Batcher, Packed, pack, pad_rows
+from jspec.train.packing import Batcher, Packed, Record, pack, pad_rows
 
 FORMAT = "jspec-dflash-train-v1"
 GRAD_CLIP = 1.0  # SpecForge's max_grad_norm for DFlash and Domino
@@ -435,7 +435,7 @@ def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: DFlashTrainConfig
             "data": str(data_dir.absolute()), "config": dataclasses.asdict(cfg)}
 
 
-def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int):
+def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int) -> list[Record]:
     # An anchor needs two consecutive answer tokens within the row.
     return common.load_records(data_dir, vocab_size, seq_len, lambda mask: bool((mask[:-1] & mask[1:]).any()))
 
