@@ -342,6 +342,17 @@ def test_batch_size_2_matches_batch_size_1(json_run, prompts_file):
 
 
 @real_model
+def test_readme_graft_command_uses_the_shipped_drafter(json_run, prompts_file):
+    """The README's main command (`--method graft` on the default model, no --drafter) finds the bundled EAGLE-3
+    drafter and, in float32, reproduces vanilla's tokens while accepting more than one token per step."""
+    graft = _records(generate("--method", "graft", "--prompts-file", str(prompts_file), "--max-new-tokens",
+                              str(MAX_NEW), "--json"))
+    assert [r["tokens"] for r in graft] == [r["tokens"] for r in json_run]
+    assert all(r["method"] == "graft" for r in graft)
+    assert sum(r["new_tokens"] for r in graft) > sum(r["steps"] for r in graft)
+
+
+@real_model
 def test_raw_skips_the_chat_template(json_run):
     (raw,) = _records(generate("--prompt", PROMPTS[0]["prompt"], "--max-new-tokens", str(MAX_NEW), "--json", "--raw"))
     assert set(raw) == CONTRACT_KEYS and 1 <= raw["new_tokens"] == len(raw["tokens"]) <= MAX_NEW
