@@ -21,7 +21,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from jspec.bench.datasets import load_prompts  # noqa: E402
 from jspec.bench.runner import _encode  # noqa: E402
-from jspec.methods import build  # noqa: E402
+from jspec.methods import EAGLE3_METHODS, build  # noqa: E402
 from jspec.models.loading import load_model  # noqa: E402
 from jspec.runner import run_batch  # noqa: E402
 from jspec.sampling import Sampling  # noqa: E402
@@ -35,6 +35,7 @@ def main():
     ap.add_argument("--dataset", default="humaneval")
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
     model = load_model(args.model, dtype=args.dtype)
@@ -45,7 +46,7 @@ def main():
               pad_to=width)
     rows = []
     for name in args.methods.split(","):
-        method, params = build(name, model)
+        method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
         for b in sizes:
             batch = prompts[:b]
             _, state = run_batch(model, method, batch, seed=0, method_params=params, **kw)
