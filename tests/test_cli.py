@@ -77,7 +77,6 @@ def loaded(smollm2_gguf):
         pytest.param(["--model", "no-such-model"], ["unknown model", "no-such-model", MODEL, "qwen2.5-coder-0.5b"],
                      id="unknown-model"),
         pytest.param(["--method", "beam_search"], ["unknown method", "beam_search", "vanilla"], id="unknown-method"),
-        pytest.param(["--method", "graft"], ["graft", "not available", "vanilla"], id="method-not-yet-available"),
         pytest.param(["--max-new-tokens", "0"], ["--max-new-tokens", ">= 1"], id="max-new-tokens-0"),
         pytest.param(["--max-new-tokens", "abc"], ["--max-new-tokens", "integer", "abc"], id="max-new-tokens-abc"),
         pytest.param(["--budget", "0"], ["--budget", ">= 1"], id="budget-0"),
