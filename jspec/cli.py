@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--budget", type=_positive_int("--budget"), default=60, help="verification slots per step")
     gen.add_argument("--fixed-split", type=int, default=None, metavar="K",
                      help="graft without adaptive pruning: keep K draft nodes every step, retrieve the rest")
+    _add_tail_arguments(gen)
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
     gen.add_argument("--method-state", help="start from a saved method state (e.g. `jspec calibrate` output)")
@@ -73,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--fixed-split", type=_positive_int("--fixed-split"), default=40, metavar="K",
                        help="draft nodes of the graft_fixed method (graft without adaptive pruning: K draft nodes "
                        "every step, the rest retrieved)")
+    _add_tail_arguments(bench)
     bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                        help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
                        "`jspec calibrate`); repeatable")
@@ -234,7 +236,8 @@ def run_generate(args) -> None:
     from jspec.methods import build, get_method
 
     # Validate the name and options before anything heavy is loaded.
-    options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split)}
+    options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split),
+               **_tail_options((args.method,), args)}
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -293,6 +296,9 @@ def run_bench(args) -> None:
         get_method(method_of(m), **_drafter_placeholder(method_of(m)))
     if "graft_fixed" in methods:
         get_method("graft", fixed_split=args.fixed_split)
+    tail_options = _tail_options(methods, args)
+    if tail_options:
+        get_method("graft_tail", **tail_options)
     method_states = []
     for spec in args.method_state:
         name, sep, path = spec.partition("=")
@@ -315,7 +321,7 @@ def run_bench(args) -> None:
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
-                      method_states=tuple(method_states),
+                      method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
                       dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
     out = pathlib.Path(args.out)
     run(model, cfg, out)
@@ -481,6 +487,20 @@ def _fixed_split_option(method: str, fixed_split: int | None) -> dict:
     if method != "graft":
         raise UserError("--fixed-split applies to --method graft only")
     return {"fixed_split": fixed_split}
+
+
+def _add_tail_arguments(parser) -> None:
+    parser.add_argument("--tail-threshold", type=float, default=None, metavar="P",
+                        help="graft_tail: keep the block's drafts while their cumulative confidence stays >= P")
+    parser.add_argument("--tail", choices=("chain", "tree"), default=None,
+                        help="graft_tail: retrieve the tail as a rank-0 chain or the 2.2.2 tree")
+
+
+def _tail_options(methods: tuple[str, ...], args) -> dict:
+    options = {k: v for k, v in (("threshold", args.tail_threshold), ("tail", args.tail)) if v is not None}
+    if options and "graft_tail" not in methods:
+        raise UserError("--tail-threshold and --tail apply to the graft_tail method only")
+    return options
 
 
 def _drafter_placeholder(method: str) -> dict:

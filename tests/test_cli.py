@@ -283,10 +283,26 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
         pytest.param(["--methods", "pld", "--method-state", "graft=x.npz"], ["graft", "--methods"],
                      id="state-for-absent-method"),
         pytest.param(["--methods", "graft_fixed", "--fixed-split", "0"], ["--fixed-split"], id="fixed-split-zero"),
+        pytest.param(["--methods", "pld", "--tail", "tree"], ["--tail", "graft_tail"], id="tail-without-graft-tail"),
+        pytest.param(["--methods", "graft_tail", "--dflash-drafter", "d", "--tail-threshold", "1.5"],
+                     ["threshold", "[0, 1]"], id="tail-threshold-out-of-range"),
     ],
 )
 def test_bench_bad_method_options(args, keywords, tmp_path):
     assert_user_error(run_cli("bench", *args, "--out", str(tmp_path / "b")), *keywords)
+
+
+@pytest.mark.parametrize(
+    "args, keywords",
+    [
+        pytest.param(["--method", "pld", "--tail-threshold", "0.5"], ["--tail-threshold", "graft_tail"],
+                     id="tail-threshold-without-graft-tail"),
+        pytest.param(["--method", "graft_tail", "--tail-threshold", "-0.1"], ["threshold", "[0, 1]"],
+                     id="negative-tail-threshold"),
+    ],
+)
+def test_generate_bad_tail_options(args, keywords):
+    assert_user_error(generate("--prompt", "Hi", *args), *keywords)
 
 
 def test_nan_temperature():

@@ -30,6 +30,7 @@ class BenchConfig:
     eagle3_drafter: str | None = None  # the EAGLE-3 checkpoint directory of eagle3, eagle3_pruned and graft
     fixed_split: int = 40  # draft nodes kept every step by `graft_fixed` (graft without adaptive pruning)
     method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
+    graft_tail_options: tuple[tuple[str, object], ...] = ()  # e.g. (("threshold", 0.5), ("tail", "tree"))
     dflash_drafter: str | None = None  # DFlash (or Domino) checkpoint of dflash, and of graft_tail
     domino_drafter: str | None = None  # Domino checkpoint of domino, and of graft_tail without dflash_drafter
     max_prompt_tokens: int = 1024
@@ -43,6 +44,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
+    options["graft_tail"] = dict(cfg.graft_tail_options)
     if "eagle3" in methods and {"graft", "graft_fixed", "eagle3_pruned"} & set(methods):
         # The dense baseline grows the same tree Graft prunes (Graft drafts deeper than eagle3's default).
         dense = Eagle3Pruned()
