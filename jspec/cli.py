@@ -104,34 +104,11 @@ def build_parser() -> argparse.ArgumentParser:
     dist.add_argument("--temperature", type=float, default=0.0)
     dist.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     e3 = train_sub.add_parser("eagle3", help="train an EAGLE-3 drafter (training-time test) on distillation data")
-    e3.add_argument("--model", default="smollm2-135m", help="the target the drafter serves")
-    e3.add_argument("--data", help="folder written by `jspec train distill`")
-    e3.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
-    e3.add_argument("--steps", type=_positive_int("--steps"), default=2000)
-    e3.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
-    e3.add_argument("--seq-len", type=_positive_int("--seq-len"), default=1024, help="tokens per packed row")
-    e3.add_argument("--lr", type=float, default=3e-4, help="peak AdamW learning rate")
-    e3.add_argument("--warmup-steps", type=int, default=100)
-    e3.add_argument("--schedule", choices=("cosine", "linear"), default="cosine", help="decay after warm-up")
+    _add_train_run_arguments(e3, lr=3e-4)
     e3.add_argument("--draft-vocab-size", type=_positive_int("--draft-vocab-size"), default=8192,
                     help="most frequent answer tokens (capped at the target vocabulary)")
     e3.add_argument("--ttt-steps", type=_positive_int("--ttt-steps"), default=7, help="unrolled draft depths")
-    e3.add_argument("--intermediate-size", type=_positive_int("--intermediate-size"), default=None,
-                    help="drafter MLP width (default: the target's)")
-    e3.add_argument("--eval-records", type=int, default=64, help="records held out for evaluation")
-    e3.add_argument("--eval-every", type=_positive_int("--eval-every"), default=200)
-    e3.add_argument("--save-every", type=_positive_int("--save-every"), default=500)
-    e3.add_argument("--log-every", type=_positive_int("--log-every"), default=10)
-    e3.add_argument("--seed", type=int, default=0)
-    e3.add_argument("--dtype", choices=("float32", "bfloat16"), default="bfloat16", help="exported weights")
-    e3.add_argument("--target-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
-                    help="the frozen target's forward (auto: bfloat16 on GPU/TPU, float32 on CPU)")
-    e3.add_argument("--resume", action="store_true", help="continue the run in --out (a fresh start if it has none)")
-    e3.add_argument("--stop-at", type=_positive_int("--stop-at"), default=None,
-                    help="checkpoint and stop after this step (continue with --resume)")
-    e3.add_argument("--time-limit", type=float, default=None,
-                    help="checkpoint and stop after this many seconds (continue with --resume)")
-    e3.add_argument("--export", action="store_true", help="only export the latest checkpoint to OUT/drafter")
+    _add_train_checkpoint_arguments(e3)
     for name, what in (("dflash", "a DFlash block drafter"), ("domino", "a Domino drafter (DFlash backbone + GRU "
                                                                          "correction head)")):
         _add_block_train_parser(train_sub.add_parser(name, help=f"train {what} on distillation data"), name)
@@ -139,36 +116,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
-    """`train dflash` / `train domino`: the flags of `train eagle3` plus the block recipe's (and Domino's head)."""
+def _add_train_run_arguments(p: argparse.ArgumentParser, lr: float) -> None:
+    """Data, run folder, optimisation and MLP-width flags shared by every `train` drafter command."""
     p.add_argument("--model", default="smollm2-135m", help="the target the drafter serves")
     p.add_argument("--data", help="folder written by `jspec train distill`")
     p.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
     p.add_argument("--steps", type=_positive_int("--steps"), default=2000)
     p.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
     p.add_argument("--seq-len", type=_positive_int("--seq-len"), default=1024, help="tokens per packed row")
-    p.add_argument("--lr", type=float, default=6e-4, help="peak AdamW learning rate")
+    p.add_argument("--lr", type=float, default=lr, help="peak AdamW learning rate")
     p.add_argument("--warmup-steps", type=int, default=100)
     p.add_argument("--schedule", choices=("cosine", "linear"), default="cosine", help="decay after warm-up")
-    p.add_argument("--block-size", type=int, default=16, help="block tokens: the anchor + B - 1 masks")
-    p.add_argument("--num-layers", type=_positive_int("--num-layers"), default=5,
-                   help="draft layers (= tapped target layers)")
-    p.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128,
-                   help="blocks trained per packed row")
-    p.add_argument("--gamma-decay", type=float, default=7.0, help="position weights exp(-(k-1)/gamma)")
     p.add_argument("--intermediate-size", type=_positive_int("--intermediate-size"), default=None,
                    help="drafter MLP width (default: the target's)")
-    if command == "domino":
-        p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
-        p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
-        p.add_argument("--curriculum-fraction", type=float, default=0.5,
-                       help="fraction of the steps over which the base-loss share falls from 1 to 0")
-        p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
-        p.add_argument("--ttt", action="store_true",
-                       help="the GRU reads the drafter's own greedy drafts (training-time test), not the data")
-        p.add_argument("--head-off", action="store_true", help="no correction head: the plain DFlash recipe")
-        p.add_argument("--init-backbone", metavar="DIR",
-                       help="start the backbone from a DFlash/Domino checkpoint (e.g. RUN/drafter)")
+
+
+def _add_train_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
+    """Evaluation, logging, checkpoint/resume and export flags shared by every `train` drafter command."""
     p.add_argument("--eval-records", type=int, default=64, help="records held out for evaluation")
     p.add_argument("--eval-every", type=_positive_int("--eval-every"), default=200)
     p.add_argument("--save-every", type=_positive_int("--save-every"), default=500)
@@ -183,6 +147,29 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--time-limit", type=float, default=None,
                    help="checkpoint and stop after this many seconds (continue with --resume)")
     p.add_argument("--export", action="store_true", help="only export the latest checkpoint to OUT/drafter")
+
+
+def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
+    """`train dflash` / `train domino`: the flags of `train eagle3` plus the block recipe's (and Domino's head)."""
+    _add_train_run_arguments(p, lr=6e-4)
+    p.add_argument("--block-size", type=int, default=16, help="block tokens: the anchor + B - 1 masks")
+    p.add_argument("--num-layers", type=_positive_int("--num-layers"), default=5,
+                   help="draft layers (= tapped target layers)")
+    p.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128,
+                   help="blocks trained per packed row")
+    p.add_argument("--gamma-decay", type=float, default=7.0, help="position weights exp(-(k-1)/gamma)")
+    if command == "domino":
+        p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
+        p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
+        p.add_argument("--curriculum-fraction", type=float, default=0.5,
+                       help="fraction of the steps over which the base-loss share falls from 1 to 0")
+        p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
+        p.add_argument("--ttt", action="store_true",
+                       help="the GRU reads the drafter's own greedy drafts (training-time test), not the data")
+        p.add_argument("--head-off", action="store_true", help="no correction head: the plain DFlash recipe")
+        p.add_argument("--init-backbone", metavar="DIR",
+                       help="start the backbone from a DFlash/Domino checkpoint (e.g. RUN/drafter)")
+    _add_train_checkpoint_arguments(p)
 
 
 def read_prompts(args) -> list[dict]:
