@@ -26,7 +26,6 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-import safetensors
 import safetensors.numpy
 from flax import nnx
 
@@ -35,6 +34,7 @@ from jspec.drafters.dflash import DFlashConfig, DFlashDrafter, dflash_tap_layers
 from jspec.drafters.domino import DominoConfig, DominoDrafter
 from jspec.errors import UserError
 from jspec.io.eagle3_checkpoint import _FREQ_FACTORS_KEY, _ROPE_FIELDS
+from jspec.io.checkpoint_dir import read_config, read_safetensors
 from jspec.io.hf_loader import config_from_hf
 from jspec.io.weights import numpy_dtype
 
@@ -256,44 +256,13 @@ def build_drafter(cfg: DFlashConfig | DominoConfig, tensors: Mapping[str, np.nda
     return nnx.merge(graphdef, state)
 
 
-def _read_config(path: pathlib.Path) -> dict:
-    if not path.is_dir():
-        raise UserError(f"{path}: no such checkpoint directory")
-    config_path = path / "config.json"
-    if not config_path.is_file():
-        raise UserError(f"{path}: not a DFlash/Domino checkpoint directory (no config.json)")
-    try:
-        hf = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{config_path}: invalid JSON ({e})") from None
-    if not isinstance(hf, dict):
-        raise UserError(f"{config_path}: expected a JSON object")
-    return hf
-
-
-def _read_tensors(path: pathlib.Path) -> dict[str, np.ndarray]:
-    files = sorted(path.glob("*.safetensors"))  # one file, or the shards of a sharded checkpoint
-    if not files:
-        hint = " (pytorch_model.bin is not supported: convert it to safetensors)" if (
-            path / "pytorch_model.bin").exists() else ""
-        raise UserError(f"{path}: no *.safetensors weights{hint}")
-    tensors = {}
-    for file in files:
-        try:
-            with safetensors.safe_open(str(file), framework="numpy") as f:
-                tensors |= {name: f.get_tensor(name) for name in f.keys()}
-        except Exception as e:  # safetensors raises several types for truncated / garbled files
-            raise UserError(f"{file}: corrupt safetensors file ({e})") from None
-    return tensors
-
-
 def load_dflash_checkpoint(path: str | os.PathLike, target_cfg: ModelConfig, dtype: str = "float32"
                            ) -> DFlashDrafter | DominoDrafter:
     """The DFlash drafter (or Domino drafter, by its config) in directory `path`, for a target of `target_cfg`."""
     path = pathlib.Path(path)
     numpy_dtype(dtype)  # validate early
-    cfg = config_from_dflash_hf(_read_config(path), target_cfg, str(path))
-    return build_drafter(cfg, _read_tensors(path), dtype, str(path))
+    cfg = config_from_dflash_hf(read_config(path, "DFlash/Domino"), target_cfg, str(path))
+    return build_drafter(cfg, read_safetensors(path), dtype, str(path))
 
 
 def save_dflash_checkpoint(drafter: DFlashDrafter | DominoDrafter, path: str | os.PathLike,

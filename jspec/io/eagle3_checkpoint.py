@@ -23,13 +23,13 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-import safetensors
 import safetensors.numpy
 from flax import nnx
 
 from jspec.config import ModelConfig
 from jspec.drafters.eagle3 import Eagle3Config, Eagle3Drafter, eagle3_tap_layers
 from jspec.errors import UserError
+from jspec.io.checkpoint_dir import read_config, read_safetensors
 from jspec.io.hf_loader import config_from_hf
 from jspec.io.weights import numpy_dtype
 
@@ -231,26 +231,8 @@ def load_eagle3_checkpoint(path: str | os.PathLike, target_cfg: ModelConfig, dty
     """The EAGLE-3 head in directory `path`, for a target of config `target_cfg`."""
     path = pathlib.Path(path)
     numpy_dtype(dtype)  # validate early
-    config_path, weights_path = path / "config.json", path / WEIGHTS_FILE
-    if not config_path.is_file():
-        raise UserError(f"{path}: not an EAGLE-3 checkpoint directory (no config.json)")
-    try:
-        hf = json.loads(config_path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise UserError(f"{config_path}: invalid JSON ({e})") from None
-    if not isinstance(hf, dict):
-        raise UserError(f"{config_path}: expected a JSON object")
-    cfg = config_from_eagle3_hf(hf, target_cfg, str(path))
-    if not weights_path.is_file():
-        hint = " (pytorch_model.bin is not supported: convert it to safetensors)" if (
-            path / "pytorch_model.bin").exists() else ""
-        raise UserError(f"{path}: no {WEIGHTS_FILE}{hint}")
-    try:
-        with safetensors.safe_open(str(weights_path), framework="numpy") as f:
-            tensors = {name: f.get_tensor(name) for name in f.keys()}
-    except Exception as e:  # safetensors raises several types for truncated / garbled files
-        raise UserError(f"{weights_path}: corrupt safetensors file ({e})") from None
-    return build_drafter(cfg, tensors, dtype, str(weights_path))
+    cfg = config_from_eagle3_hf(read_config(path, "EAGLE-3"), target_cfg, str(path))
+    return build_drafter(cfg, read_safetensors(path, WEIGHTS_FILE), dtype, str(path / WEIGHTS_FILE))
 
 
 def save_eagle3_checkpoint(drafter: Eagle3Drafter, path: str | os.PathLike) -> None:
