@@ -32,6 +32,8 @@ from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, c
                                 drafter_config, export_latest, init_drafter, sample_blocks, train_dflash)
 from jspec.train.packing import pack
 
+from checkpoints import truncate_checkpoint_arrays
+
 # Shared by the API tests so each variant's jitted train step compiles once.
 CFG = DFlashTrainConfig(steps=30, batch_size=4, seq_len=64, lr=1e-2, warmup_steps=3, block_size=4, num_layers=2,
                         anchors_per_seq=16, gamma_decay=4.0, intermediate_size=48, eval_records=8, eval_every=10,
@@ -219,10 +221,7 @@ def test_damaged_checkpoint_is_a_user_error(workspace, trained):
     root, model = workspace
     out = root / "damaged"
     train_dflash(model, root / "data", out, CFG, stop_at=2, progress=False)
-    step_dir = out / "checkpoints" / "2"
-    for f in (step_dir / "state").rglob("*"):
-        if f.is_file() and f.parent.name == "d":
-            f.write_bytes(f.read_bytes()[:7])  # truncated array data
+    step_dir = truncate_checkpoint_arrays(out, 2)
     with pytest.raises(UserError, match=f"{step_dir}: corrupt or incomplete checkpoint"):
         train_dflash(model, root / "data", out, CFG, resume=True, progress=False)
     with pytest.raises(UserError, match=f"{step_dir}: corrupt or incomplete checkpoint"):

@@ -30,6 +30,8 @@ from jspec.train.eagle3 import Eagle3TrainConfig, drafter_config, export_latest,
 from jspec.train.packing import Batcher, pack
 from jspec.train.ttt import shift_left, ttt_forward
 
+from checkpoints import truncate_checkpoint_arrays
+
 VOCAB = 64
 TARGET = ModelConfig(family="llama", vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_layers=8, num_heads=4,
                      num_kv_heads=2, head_dim=8, rms_norm_eps=1e-5, rope=RopeConfig(theta=10000.0), max_position=512)
@@ -240,10 +242,7 @@ def test_damaged_checkpoint_is_a_user_error(workspace):
     root, model = workspace
     out = root / "damaged"
     train_eagle3(model, root / "data", out, CFG, stop_at=2, progress=False)
-    step_dir = out / "checkpoints" / "2"
-    for f in (step_dir / "state").rglob("*"):
-        if f.is_file() and f.parent.name == "d":
-            f.write_bytes(f.read_bytes()[:7])  # truncated array data
+    step_dir = truncate_checkpoint_arrays(out, 2)
     with pytest.raises(UserError, match=f"{step_dir}: corrupt or incomplete checkpoint"):
         train_eagle3(model, root / "data", out, CFG, resume=True, progress=False)
     with pytest.raises(UserError, match=f"{step_dir}: corrupt or incomplete checkpoint"):
