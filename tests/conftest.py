@@ -54,3 +54,19 @@ def smollm2_gguf() -> pathlib.Path:
 @pytest.fixture(scope="session")
 def qwen05_gguf() -> pathlib.Path:
     return _installed_gguf("qwen2.5-coder-0.5b")
+
+
+@pytest.fixture(scope="session")
+def smollm2_vanilla(smollm2_gguf):
+    """SmolLM2 in float32, 5 chat prompts (one repetitive, for retrieval), the decode settings and the 64 vanilla
+    tokens of each: the reference of the block-drafter losslessness tests."""
+    from jspec.decode import generate
+    from jspec.models.loading import load_model
+
+    m = load_model(str(smollm2_gguf), dtype="float32", progress=False)
+    texts = ["Write a Python function that checks whether a number is prime.", "Write a haiku about the sea.",
+             "Repeat this sentence twice: the quick brown fox jumps over the lazy dog.", "What is 17 times 23?",
+             "Explain recursion in one sentence."]
+    ids = [m.tokenizer.encode_chat([{"role": "user", "content": t}]) for t in texts]
+    kw = dict(max_new_tokens=64, eos_ids=m.eos_token_ids, max_cache_len=256)
+    return m, ids, kw, generate(m.graphdef, m.params, ids, **kw).tokens

@@ -21,7 +21,7 @@ from jspec.methods import build, dflash_method
 from jspec.methods.dflash import DFlash
 from jspec.models.cache import KVCache, causal_block_mask
 from jspec.models.decoder import Decoder
-from jspec.models.loading import LoadedModel, load_model
+from jspec.models.loading import LoadedModel
 from jspec.spec_decode import speculative_generate
 
 TARGET = ModelConfig(family="qwen3", vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=8, num_heads=4,
@@ -341,21 +341,10 @@ def test_build_loads_checkpoints_and_refuses_mismatches(tiny_target, weights, tm
     assert method.name == "dflash" and method.shift_label and method.tree_size == CFG.block_size + 1
 
 
-@pytest.fixture(scope="module")
-def smollm2(smollm2_gguf):
-    """SmolLM2, 5 chat prompts and their 64 vanilla tokens (float32)."""
-    m = load_model(str(smollm2_gguf), dtype="float32", progress=False)
-    texts = ["Write a Python function that checks whether a number is prime.", "Write a haiku about the sea.",
-             "List the planets of the solar system.", "What is 17 times 23?", "Explain recursion in one sentence."]
-    ids = [m.tokenizer.encode_chat([{"role": "user", "content": t}]) for t in texts]
-    kw = dict(max_new_tokens=64, eos_ids=m.eos_token_ids, max_cache_len=256)
-    return m, ids, kw, generate(m.graphdef, m.params, ids, **kw).tokens
-
-
 @pytest.mark.real_model
 @pytest.mark.parametrize("name", ["dflash", "domino"])
-def test_smollm2_greedy_equals_vanilla(smollm2, name):
-    m, ids, kw, vanilla = smollm2
+def test_smollm2_greedy_equals_vanilla(smollm2_vanilla, name):
+    m, ids, kw, vanilla = smollm2_vanilla
     dcfg = DFlashConfig.for_target(m.cfg, num_layers=1, shift_label=name == "domino")
     drafter = (DFlashDrafter(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(0)) if name == "dflash" else
                DominoDrafter(DominoConfig(dcfg, gru_hidden=64, rank=32), dtype=jnp.float32, rngs=nnx.Rngs(0)))

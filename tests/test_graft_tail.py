@@ -20,7 +20,7 @@ from jspec.methods.base import Context
 from jspec.methods.graft_tail import tail_template
 from jspec.methods.token_recycling import TokenRecycling
 from jspec.models.decoder import Decoder
-from jspec.models.loading import LoadedModel, load_model
+from jspec.models.loading import LoadedModel
 from jspec.retrieval import adjacency
 from jspec.spec_decode import speculative_generate
 
@@ -178,25 +178,13 @@ def test_build_needs_a_block_drafter(tiny_target):
 
 # ---- SmolLM2 -------------------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def smollm2(smollm2_gguf):
-    """SmolLM2, 5 chat prompts and their 64 vanilla tokens (float32)."""
-    m = load_model(str(smollm2_gguf), dtype="float32", progress=False)
-    texts = ["Write a Python function that checks whether a number is prime.", "Write a haiku about the sea.",
-             "Repeat this sentence twice: the quick brown fox jumps over the lazy dog.", "What is 17 times 23?",
-             "Explain recursion in one sentence."]
-    ids = [m.tokenizer.encode_chat([{"role": "user", "content": t}]) for t in texts]
-    kw = dict(max_new_tokens=64, eos_ids=m.eos_token_ids, max_cache_len=256)
-    return m, ids, kw, generate(m.graphdef, m.params, ids, **kw).tokens
-
-
 @pytest.mark.real_model
 @pytest.mark.parametrize("kind", ["dflash", "domino"])
-def test_smollm2_greedy_equals_vanilla(smollm2, kind):
+def test_smollm2_greedy_equals_vanilla(smollm2_vanilla, kind):
     """A random-init drafter: at the default threshold its drafts are dropped (the tail is pure retrieval), batch of 5
     with ragged prompts; at threshold 0 every draft is kept and retrieval follows the block, prompt by prompt with a
     hot start."""
-    m, ids, kw, vanilla = smollm2
+    m, ids, kw, vanilla = smollm2_vanilla
     dcfg = DFlashConfig.for_target(m.cfg, num_layers=1, shift_label=kind == "domino")
     module = (DFlashDrafter(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(0)) if kind == "dflash" else
               DominoDrafter(DominoConfig(dcfg, gru_hidden=64, rank=32), dtype=jnp.float32, rngs=nnx.Rngs(0)))
