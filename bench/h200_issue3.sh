@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The tree-engine figures on a lent GPU machine, after the model chunks were staged there (scripts/device_stage.sh):
 #
-#   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs, datasets
+#   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs (or MODELS), datasets
 #   bash bench/h200_issue3.sh bench    # jspec bench: 4 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
@@ -15,7 +15,7 @@ out=${OUT:-/tmp/out}
 case "${1:?setup|bench|costs}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
-    for m in qwen2.5-coder-1.5b qwen2.5-coder-0.5b; do
+    for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
       bash scripts/device_stage.sh assemble "$m" "/root/stage/$m" "$JSPEC_HOME"
     done
     mkdir -p "$JSPEC_HOME/datasets" && cp .stage/datasets/*.jsonl "$JSPEC_HOME/datasets/"

@@ -4,7 +4,8 @@
         --dataset humaneval --max-new-tokens 256 --out OUT_DIR
 
 Each batch takes the first `batch` prompts of the dataset, padded to one width; a first call with the same shapes
-compiles (and, for retrieval methods, warms the method state, which the timed call then starts from). Throughput
+compiles (and, for retrieval methods, warms the method state, which the timed call then starts from; with
+`--method-state METHOD=PATH` the warm-up call starts from a saved state, e.g. graft's calibrated thresholds). Throughput
 counts every token the rows generated (rows stop at EOS independently) over the wall time of the timed call.
 Prints a table and writes `throughput.json` + `throughput.png` under --out.
 """
@@ -36,8 +37,11 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=256)
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
+    ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
+                    help="start METHOD from a saved state (e.g. graft=calibrated.npz from `jspec calibrate`)")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
+    saved_states = dict(spec.split("=", 1) for spec in args.method_state)
     model = load_model(args.model, dtype=args.dtype)
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     prompts = [p["ids"] for p in _encode(model, load_prompts(args.dataset, max(sizes)), 1024)]
@@ -47,9 +51,10 @@ def main():
     rows = []
     for name in args.methods.split(","):
         method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
+        saved = method.load_state(saved_states[name]) if name in saved_states else None
         for b in sizes:
             batch = prompts[:b]
-            _, state = run_batch(model, method, batch, seed=0, method_params=params, **kw)
+            _, state = run_batch(model, method, batch, seed=0, method_params=params, method_state=saved, **kw)
             records, _ = run_batch(model, method, batch, seed=0, method_params=params, method_state=state, **kw)
             tokens = sum(r["new_tokens"] for r in records)
             steps = sum(r["steps"] for r in records)

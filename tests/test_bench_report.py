@@ -5,11 +5,11 @@ import json
 import pytest
 
 from jspec.bench.divergence import first_divergence
-from jspec.bench.report import summarize, write_report
+from jspec.bench.report import dataset_means, summarize, write_report
 
 
-def _rec(method, tokens, steps, seconds, identical=True, gap=None):
-    rec = {"dataset": "gsm8k", "method": method, "new_tokens": tokens, "steps": steps, "seconds": seconds,
+def _rec(method, tokens, steps, seconds, identical=True, gap=None, dataset="gsm8k"):
+    rec = {"dataset": dataset, "method": method, "new_tokens": tokens, "steps": steps, "seconds": seconds,
            "identical": identical}
     if gap is not None:
         rec["divergence"] = {"at": 3, "gap": gap}
@@ -28,8 +28,22 @@ def test_summary_is_token_weighted_and_relative_to_vanilla(tmp_path):
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     write_report(tmp_path, "# test")
     summary = (tmp_path / "summary.md").read_text()
-    assert "| gsm8k | token_recycling | 1 | 2.00 | 20.0 | 2.00x | 0% | 1.500 **(suspect)** |" in summary
+    assert "| gsm8k | token_recycling | 1 | 2.00 | 20.0 | 100.00 | 2.00x | 0% | 1.500 **(suspect)** |" in summary
+    assert "Mean over datasets" not in summary  # one dataset: the table above is the mean
     assert (tmp_path / "summary.png").stat().st_size > 1000
+
+
+def test_dataset_means_weight_each_dataset_once(tmp_path):
+    records = [_rec("vanilla", 10, 10, 1.0), _rec("pld", 10, 5, 0.5),
+               _rec("vanilla", 100, 100, 10.0, dataset="xsum"), _rec("pld", 100, 25, 2.5, dataset="xsum"),
+               _rec("token_recycling", 100, 50, 5.0, dataset="xsum")]  # one dataset only: no mean row
+    means = {m["method"]: m for m in dataset_means(summarize(records))}
+    assert set(means) == {"vanilla", "pld"}
+    assert means["pld"]["mat"] == pytest.approx((2 + 4) / 2) and means["pld"]["speedup"] == pytest.approx(3.0)
+    assert means["pld"]["ms_per_step"] == pytest.approx(100.0)
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    write_report(tmp_path, "# test")
+    assert "| pld | 3.00 | 3.00x | 100.00 |" in (tmp_path / "summary.md").read_text()
 
 
 def test_first_divergence():

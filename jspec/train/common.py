@@ -197,7 +197,8 @@ def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metr
         bar.update()
         if step % cfg.log_every == 0 or step == cfg.steps:
             summary = summarize(jax.device_get(pending))
-            metrics.write({"step": step, "split": "train", **summary, "lr": float(lr)})
+            metrics.write({"step": step, "split": "train", **summary, "lr": float(lr),
+                           "wall_s": round(time.monotonic() - t0, 3)})
             bar.set_postfix(loss=f"{summary['loss']:.3f}", acc0=f"{summary['acc'][0]:.3f}")
             pending = []
         if evaluate is not None and (step % cfg.eval_every == 0 or step == cfg.steps):

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# DFlash / Domino H200 figures on Qwen2.5-Coder-1.5B, after bench/h200_issue4.sh made the distilled data (and, for
+# the bench step, the EAGLE-3 drafter and graft state). Settings: bench/h200_env.sh.
+#
+#   bash bench/h200_issue5.sh probe          # steps/s of the three trainers on a small distilled set -> rates.json
+#   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation)
+#   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt]   # Domino drafter (default: TF + curriculum)
+#   bash bench/h200_issue5.sh bench          # vanilla, eagle3, graft, dflash, domino, graft_tail x 5 tasks (TEMP=1:
+#                                            # vanilla, dflash, domino)
+#   bash bench/h200_issue5.sh ablation       # domino variants (and dflash) on gsm8k + humaneval
+#   bash bench/h200_issue5.sh head-speed     # fused vs unfused Domino head at the 1.5B's shapes
+#   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source bench/h200_env.sh
+
+variant_flags() {
+  case "$1" in
+    tf_curriculum) echo "" ;;
+    tf) echo "--no-curriculum" ;;
+    ttt) echo "--ttt" ;;
+    *) echo "unknown domino variant $1 (tf_curriculum|tf|ttt)" >&2; exit 2 ;;
+  esac
+}
+
+train_drafter() {  # kind run_name extra_flags...
+  local kind=$1 name=$2; shift 2
+  local steps; steps=$(train_steps)
+  echo "$name: $steps steps"
+  python3 -m jspec.cli train "$kind" --model "$model" --data "$work/distill" --out "$work/$name" --steps "$steps" \
+    --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
+    --eval-every $(( steps / 4 > 0 ? steps / 4 : 1 )) --save-every 250 --resume \
+    --time-limit "${TIME_LIMIT:-420}" "$@" 2>&1 | quiet 8
+  python3 -m jspec.cli train "$kind" --model "$model" --data "$work/distill" --out "$work/$name" --export "$@"
+  mkdir -p "$out/$name" && cp "$work/$name"/{metrics.jsonl,run.json} "$out/$name/"
+  cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true
+}
+
+case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
+  probe)
+    rm -rf "$work/probe_data" "$work/probe"
+    python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-128}" \
+      --max-prompt-tokens 512 --max-new-tokens 256 --batch-size 64 --shard-size 64 --dtype "$dtype" 2>&1 | quiet 2
+    for kind in eagle3 dflash domino; do
+      extra=""; [ "$kind" = eagle3 ] && extra="--draft-vocab-size $draft_vocab"
+      python3 -m jspec.cli train "$kind" --model "$model" --data "$work/probe_data" --out "$work/probe/$kind" \
+        --steps 1000 $train_shape $extra --eval-records 8 --eval-every 1000 --log-every 5 \
+        --stop-at "${PROBE_STEPS:-25}" 2>&1 | quiet 2
+    done
+    python3 bench/train_rates.py "$work"/probe/{eagle3,dflash,domino} --out "$work/rates.json"
+    cp "$work/rates.json" "$out/"
+    echo "steps in ${TRAIN_SECONDS:-330} s: $(train_steps)" ;;
+  dflash)
+    train_drafter dflash dflash ;;
+  domino)
+    v=${2:-tf_curriculum}
+    train_drafter domino "domino_$v" $(variant_flags "$v") ;;
+  bench)
+    temp=${TEMP:-0}
+    if [ "$temp" = 0 ]; then
+      python3 -m jspec.cli bench --model "$model" --methods vanilla,eagle3,graft,dflash,domino,graft_tail \
+        --eagle3-drafter "$work/eagle3/drafter" --method-state graft="$work/graft_state.npz" \
+        --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
+        --dataset "$tasks" $bench_size --out "$out/bench5_t0" > "$out/bench5_t0.log" 2>&1 \
+        || { tail -c 4000 "$out/bench5_t0.log"; exit 1; }
+    else
+      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino --temperature "$temp" \
+        --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
+        --dataset "$tasks" $bench_size --out "$out/bench5_t$temp" > "$out/bench5_t$temp.log" 2>&1 \
+        || { tail -c 4000 "$out/bench5_t$temp.log"; exit 1; }
+    fi
+    cat "$out/bench5_t$temp/summary.md" ;;
+  ablation)
+    for v in ${VARIANTS:-tf_curriculum tf ttt}; do
+      [ -d "$work/domino_$v/drafter" ] || { echo "skip $v: not trained"; continue; }
+      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino --dataset gsm8k,humaneval \
+        --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_$v/drafter" $bench_size \
+        --out "$out/ablation_$v" > "$out/ablation_$v.log" 2>&1 || { tail -c 3000 "$out/ablation_$v.log"; exit 1; }
+      echo "## domino $v"; cat "$out/ablation_$v/summary.md"
+    done ;;
+  head-speed)
+    python3 bench/domino_head_speed.py --hidden "${HEAD_HIDDEN:-1536}" --vocab "${HEAD_VOCAB:-151936}" \
+      --batches 1 --out "$out/head_speed" ${HEAD_FLAGS:-} 2>&1 | tail -n 20 ;;
+  costs)
+    python3 bench/step_costs.py --model "$model" --contexts 2048,8192 --out "$out/costs" ;;
+esac

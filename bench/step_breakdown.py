@@ -1,0 +1,158 @@
+"""Where a speculative step's time goes, on a real model and prompt: the whole step against its parts.
+
+    python bench/step_breakdown.py --model qwen2.5-coder-1.5b --methods token_recycling,eagle3,graft \
+        --eagle3-drafter RUN/drafter --method-state graft=graft_state.npz --out OUT_DIR
+
+After the prefill of one HumanEval prompt, each row times `--steps` iterations chained in one jitted `fori_loop`
+(device time per iteration, no host dispatch in between; median over `--reps`):
+- `decode`: one plain target forward of one token (+ LM head, argmax): the vanilla step;
+- `step`: the whole speculative step of `jspec.spec_decode` (propose, verify, accept, observe, commit, bookkeeping);
+- `propose`: the method's proposal alone (drafting, retrieval, merging), its state carried;
+- `verify`: the target forward over the method's tree + LM head + acceptance, on a fixed tree;
+- `observe`: the method's observation alone (adjacency update, drafter cache commit) on fixed inputs;
+- `commit`: the target cache compaction of the accepted path.
+`other` = step − (propose + verify + observe + commit): the loop's bookkeeping and what fusion across the parts
+saves or costs. End-of-sequence stops are disabled so that every iteration does a full step.
+"""
+
+import argparse
+import dataclasses
+import json
+import pathlib
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.timing import timed  # noqa: E402
+from jspec.bench.datasets import load_prompts  # noqa: E402
+from jspec.bench.runner import _encode  # noqa: E402
+from jspec.methods import EAGLE3_METHODS, build  # noqa: E402
+from jspec.methods.base import Context  # noqa: E402
+from jspec.models.cache import BlockMask  # noqa: E402
+from jspec.models.loading import load_model  # noqa: E402
+from jspec.sampling import Sampling  # noqa: E402
+from jspec.spec_decode import _concat, _prefill_jit, _spec_step  # noqa: E402
+from jspec.verify import choose_and_accept, commit_kv  # noqa: E402
+
+
+def loop(body, steps: int):
+    """jit((carry, inputs) -> carry after `steps` applications of `body(carry, inputs)`). The carry is kept opaque
+    to the optimiser and the fixed inputs are arguments, not constants, so that nothing is folded at compile time."""
+    return jax.jit(lambda carry, inputs: jax.lax.fori_loop(
+        0, steps, lambda _, c: body(jax.lax.optimization_barrier(c), inputs), carry))
+
+
+def breakdown(model_bundle, method, method_params, method_state, prompt: list[int], steps: int, reps: int,
+              max_cache_len: int) -> dict[str, float]:
+    graphdef, params = model_bundle.graphdef, model_bundle.params
+    sampling = Sampling()
+    state = _prefill_jit(graphdef, params, jnp.asarray([prompt]), jnp.asarray([len(prompt)]), jax.random.key(0),
+                         method_params, method_state, method=method, sampling=sampling,
+                         max_new_tokens=max_cache_len, eos_ids=(), max_cache_len=max_cache_len,
+                         cache_dtype=jax.tree.leaves(params)[0].dtype)
+    depth = method.max_depth + 1
+
+    def ctx_of(s):
+        return Context(root=s.root, history=s.history, history_len=s.cache.lengths + 1, lengths=s.cache.lengths)
+
+    # Weights travel as arguments, as in the decode loop (closed over, they would become compile-time constants).
+    def per_step(body, carry, fixed=()) -> float:
+        def with_model(c, inputs):
+            p, mp, f = inputs
+            return body(nnx.merge(graphdef, p), mp, c, f)
+
+        return 1e3 * timed(loop(with_model, steps), carry, (params, method_params, fixed), n=reps) / steps
+
+    def step_body(model, mp, s, _):
+        return _spec_step(model, method, mp, s, sampling, (), max_cache_len)
+
+    def propose_body(model, mp, c, _):
+        s, mstate = c
+        _, mstate = method.propose(mp, mstate, ctx_of(s))
+        return s, mstate
+
+    def verify(model, s, tree):
+        hidden, cache, taps = model(tree.tokens, tree.positions(s.cache.lengths), s.cache,
+                                    tree.mask(s.cache.lengths), method.target_taps)
+        logits = model.logits(hidden)
+        return cache, logits, choose_and_accept(tree, logits, sampling, s.rng, depth), _concat(taps)
+
+    def verify_body(model, mp, c, tree):
+        s, _ = c
+        cache, _, acc, _ = verify(model, s, tree)
+        return dataclasses.replace(s, cache=cache), acc.path_len.sum()
+
+    def observe_body(model, mp, mstate, inputs):
+        return method.observe(mp, mstate, *inputs)
+
+    def commit_body(model, mp, cache, acc):
+        cache = commit_kv(cache, acc, jnp.ones_like(acc.path_len, bool))
+        return dataclasses.replace(cache, lengths=cache.lengths - acc.path_len)  # stay in place
+
+    def decode_body(model, mp, s, _):
+        tok = s.root[:, None]
+        mask = BlockMask(start=s.cache.lengths, block=jnp.ones((tok.shape[0], 1, 1), bool))
+        hidden, cache, _ = model(tok, s.cache.lengths[:, None], s.cache, mask)
+        nxt = jnp.argmax(model.logits(hidden)[:, -1], -1).astype(jnp.int32)
+        return dataclasses.replace(s, cache=dataclasses.replace(cache, lengths=s.cache.lengths), root=nxt)
+
+    @jax.jit
+    def first_step(params, method_params, s):
+        model = nnx.merge(graphdef, params)
+        tree, _ = method.propose(method_params, s.method_state, ctx_of(s))
+        _, logits, acc, features = verify(model, s, tree)
+        return tree, logits, acc, features
+
+    tree, logits, acc, features = first_step(params, method_params, state)
+    rows = {"decode": per_step(decode_body, state), "step": per_step(step_body, state),
+            "propose": per_step(propose_body, (state, state.method_state)),
+            "verify": per_step(verify_body, (state, jnp.zeros((), jnp.int32)), tree),
+            "observe": per_step(observe_body, state.method_state, (tree, logits, acc, features)),
+            "commit": per_step(commit_body, state.cache, acc)}
+    rows["other"] = rows["step"] - sum(rows[k] for k in ("propose", "verify", "observe", "commit"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
+    ap.add_argument("--methods", default="token_recycling")
+    ap.add_argument("--dataset", default="humaneval")
+    ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
+    ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH")
+    ap.add_argument("--steps", type=int, default=64, help="iterations per timed loop")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--max-cache-len", type=int, default=2048)
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--out", default=".")
+    args = ap.parse_args()
+    model = load_model(args.model, dtype=args.dtype)
+    prompt = _encode(model, load_prompts(args.dataset, 1), 1024)[0]["ids"]
+    saved = dict(spec.split("=", 1) for spec in args.method_state)
+    results = {}
+    for name in args.methods.split(","):
+        method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
+        state = method.load_state(saved[name]) if name in saved else None
+        state = (method.init_state(params, 1, args.max_cache_len) if state is None else
+                 method.resume_state(params, state, 1, args.max_cache_len))
+        results[name] = breakdown(model, method, params, state, prompt, args.steps, args.reps, args.max_cache_len)
+        print(name, {k: round(v, 3) for k, v in results[name].items()}, flush=True)
+    report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
+              "model": args.model, "dtype": args.dtype, "command": " ".join(sys.argv), "ms_per_step": results}
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "step_breakdown.json").write_text(json.dumps(report, indent=2))
+    cols = ("decode", "step", "propose", "verify", "observe", "commit", "other")
+    print(f"{report['device']}  {args.model} {args.dtype}  ms per step ({args.steps}-step loops)")
+    print("| method | " + " | ".join(cols) + " | step / decode |\n|---|" + "---|" * (len(cols) + 1))
+    for name, r in results.items():
+        print(f"| {name} | " + " | ".join(f"{r[c]:.3f}" for c in cols) + f" | {r['step'] / r['decode']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()
