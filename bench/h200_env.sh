@@ -17,6 +17,6 @@ quiet() { tr '\r' '\n' | grep -v '^\s*$' | grep -v 'it/s\]$' | grep -v 's/it\]$'
 # probe writes the rates), so that each learning-rate schedule ends inside one call.
 train_steps() {
   if [ -n "${STEPS:-}" ]; then echo "$STEPS"; return; fi
-  python3 bench/train_rates.py --steps-for "${TRAIN_SECONDS:-330}" --from "$work/rates.json"
+  python3 bench/train_rates.py --steps-for "${TRAIN_SECONDS:-300}" --from "$work/rates.json"
 }
 warmup_for() { echo $(( $1 / 10 < 100 ? $1 / 10 : 100 )); }  # linear warm-up: 10% of a short run, at most 100 steps

@@ -39,7 +39,7 @@ train_drafter() {  # kind run_name extra_flags...
 case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
   probe)
     rm -rf "$work/probe_data" "$work/probe"
-    python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-128}" \
+    python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-64}" \
       --max-prompt-tokens 512 --max-new-tokens 256 --batch-size 64 --shard-size 64 --dtype "$dtype" 2>&1 | quiet 2
     for kind in eagle3 dflash domino; do
       extra=""; [ "$kind" = eagle3 ] && extra="--draft-vocab-size $draft_vocab"
@@ -49,7 +49,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
     done
     python3 bench/train_rates.py "$work"/probe/{eagle3,dflash,domino} --out "$work/rates.json"
     cp "$work/rates.json" "$out/"
-    echo "steps in ${TRAIN_SECONDS:-330} s: $(train_steps)" ;;
+    echo "steps in ${TRAIN_SECONDS:-300} s: $(train_steps)" ;;
   dflash)
     train_drafter dflash dflash ;;
   domino)
