@@ -7,7 +7,9 @@ step, then argmax), for the whole greedy draft loop of one block and for one ste
 
 The loop variants also run with the precomputed GRU input table E · W_ih^T ([V, 3G]; what the official CUDA-graph
 runner gathers from) instead of the per-step W_ih GEMV. Every kernel's drafts are compared with the reference's
-(bf16 near-ties may flip a token; the count of differing rows is reported). Times are medians over `--reps`, each the
+(bf16 near-ties may flip a token; the count of differing rows is reported). `--candidates` adds the loop that
+corrects only each row's k highest base logits (`domino_draft_candidates`, table input): its drafts may differ from
+the full head's by design. Times are medians over `--reps`, each the
 mean over `--inner` calls chained in one jitted loop (device time, no host dispatch in between). Prints a markdown
 table and writes `domino_head_speed.json` under --out. Paper figure for comparison: head 2.64 ms -> 1.20 ms (Qwen3-8B,
 Triton + CUDA graph, algorithms.md §1.4).
@@ -27,7 +29,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.timing import timed  # noqa: E402
 from pallas_kernels.domino_step import correction_argmax, domino_draft  # noqa: E402
-from pallas_kernels.domino_step.reference import correction_argmax_reference  # noqa: E402
+from pallas_kernels.domino_step.reference import correction_argmax_reference, domino_draft_candidates  # noqa: E402
 
 
 def per_call(fn, args: tuple, reps: int, inner: int) -> float:
@@ -55,7 +57,7 @@ def make_head(args, b: int, dtype):
     return weights, inputs
 
 
-def loop_fn(args, table: bool, **kernel):
+def loop_fn(args, table: bool, candidates: int = 0, **kernel):
     """hidden, base, bonus, weights -> drafts: W_z GEMM over the block rows, then the sequential loop."""
 
     def run(hidden, base, bonus, weights):
@@ -63,6 +65,8 @@ def loop_fn(args, table: bool, **kernel):
         gi_table = weights["table"] if table else None
         common = dict(prefix_len=args.prefix, table=gi_table)
         w = (weights["embed"], weights["w_ih"], weights["w_hh"], weights["w_s"], weights["w2"])
+        if candidates:
+            return domino_draft_candidates(base, z_part, bonus, *w, **common, candidates=candidates)
         if kernel:
             return domino_draft(base, z_part, bonus, *w, **common, **kernel)
         return domino_draft(base, z_part, bonus, *w, **common, platform="reference")
@@ -106,6 +110,12 @@ def bench_batch(args, b: int, dtype) -> list[dict]:
         rows.append(dict(case, impl=impl, table=table, config=config, rows_differing=differ, loop_us=1e6 * t_loop,
                          step_us=1e6 * t_step, step_w2_gb_s=w2_bytes / t_step / 1e9))
 
+    for k in args.candidates:
+        fn = jax.jit(loop_fn(args, table=True, candidates=k))
+        drafts = np.asarray(fn(*loop_args))
+        rows.append(dict(case, impl=f"candidates-{k}", table=True, config={}, rows_differing=int(np.sum(np.any(
+            drafts != expect, axis=1))), loop_us=1e6 * per_call(fn, loop_args, args.reps, args.inner), step_us=None,
+            step_w2_gb_s=None))
     for table in (False, True):
         record("unfused", {}, table, None)
         for kw in kernel_configs(args):
@@ -114,12 +124,16 @@ def bench_batch(args, b: int, dtype) -> list[dict]:
     return rows
 
 
+def _num(x: float | None, fmt: str) -> str:
+    return "" if x is None else format(x, fmt)
+
+
 def markdown(rows: list[dict]) -> str:
     head = ("| B | dtype | impl | table | config | rows differing | loop us | step us | step W2 GB/s |\n"
             + "|---" * 9 + "|")
     lines = [f"| {r['B']} | {r['dtype']} | {r['impl']} | {r['table']} | "
              f"{' '.join(f'{a}={v}' for a, v in r['config'].items())} | {r['rows_differing']} | {r['loop_us']:.1f} | "
-             f"{r['step_us']:.1f} | {r['step_w2_gb_s']:.0f} |" for r in rows]
+             f"{_num(r['step_us'], '.1f')} | {_num(r['step_w2_gb_s'], '.0f')} |" for r in rows]
     return "\n".join([head, *lines])
 
 
@@ -138,6 +152,8 @@ def main():
     ap.add_argument("--block-v", type=lambda s: [int(x) for x in s.split(",")], default=[64, 128, 256])
     ap.add_argument("--num-warps", type=lambda s: [int(x) for x in s.split(",")], default=[4, 8])
     ap.add_argument("--splits", type=int, default=None, help="GPU vocabulary chunks (default: heuristic)")
+    ap.add_argument("--candidates", type=lambda s: [int(x) for x in s.split(",") if x], default=[64, 256],
+                    help="also time the candidate-restricted loop with these k (drafts may differ from the full head)")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--inner", type=int, default=20)
     args = ap.parse_args()
@@ -152,7 +168,7 @@ def main():
     print(markdown(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     result = dict(device=str(jax.devices()[0].device_kind), backend=jax.default_backend(), jax=jax.__version__,
-                  smoke=args.smoke, rows=rows)
+                  smoke=args.smoke, command=" ".join(sys.argv), rows=rows)
     (args.out / "domino_head_speed.json").write_text(json.dumps(result, indent=1))
 
 

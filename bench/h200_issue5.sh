@@ -58,7 +58,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
   bench)
     temp=${TEMP:-0}
     if [ "$temp" = 0 ]; then
-      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino,graft_tail \
+      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino,domino_topk,graft_tail \
         --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
         --dataset "$tasks" $bench_size --out "$out/bench5_t0" > "$out/bench5_t0.log" 2>&1 \
         || { tail -c 4000 "$out/bench5_t0.log"; exit 1; }

@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--budget", type=_positive_int("--budget"), default=60, help="verification slots per step")
     gen.add_argument("--fixed-split", type=int, default=None, metavar="K",
                      help="graft without adaptive pruning: keep K draft nodes every step, retrieve the rest")
+    gen.add_argument("--candidates", type=_positive_int("--candidates"), default=None, metavar="K",
+                     help="domino / graft_tail with a Domino drafter: correct only the K highest base logits of "
+                     "each draft row (default: the full vocabulary)")
     _add_tail_arguments(gen)
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
@@ -58,7 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="benchmark methods on datasets (MAT, tok/s, speedup vs vanilla)")
     bench.add_argument("--model", default="smollm2-135m")
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
-                       "graft_fixed is graft with a fixed split (--fixed-split)")
+                       "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
+                       "--candidates")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
                        "alpaca, xsum, sharegpt")
     bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")
@@ -74,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--fixed-split", type=_positive_int("--fixed-split"), default=40, metavar="K",
                        help="draft nodes of the graft_fixed method (graft without adaptive pruning: K draft nodes "
                        "every step, the rest retrieved)")
+    bench.add_argument("--candidates", type=_positive_int("--candidates"), default=64, metavar="K",
+                       help="correction candidates of the domino_topk method (domino correcting only the K highest "
+                       "base logits of each draft row)")
     _add_tail_arguments(bench)
     bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                        help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
@@ -224,7 +231,7 @@ def run_generate(args) -> None:
 
     # Validate the name and options before anything heavy is loaded.
     options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split),
-               **_tail_options((args.method,), args)}
+               **_tail_options((args.method,), args), **_candidates_option(args.method, args.candidates)}
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -283,6 +290,8 @@ def run_bench(args) -> None:
         get_method(method_of(m), **_drafter_placeholder(method_of(m)))
     if "graft_fixed" in methods:
         get_method("graft", fixed_split=args.fixed_split)
+    if "domino_topk" in methods:
+        get_method("domino", candidates=args.candidates)
     tail_options = _tail_options(methods, args)
     if tail_options:
         get_method("graft_tail", **tail_options)
@@ -294,11 +303,12 @@ def run_bench(args) -> None:
         if name not in methods:
             raise UserError(f"--method-state names {name!r}, which is not among --methods")
         method_states.append((name, path))
-    block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter,
+    block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter, "domino_topk": args.domino_drafter,
                       "graft_tail": args.dflash_drafter or args.domino_drafter}
     for m in set(methods) & set(block_drafters):
         if not block_drafters[m]:
-            raise UserError(f"{m} needs a checkpoint directory: --{'domino' if m == 'domino' else 'dflash'}-drafter")
+            raise UserError(f"{m} needs a checkpoint directory: "
+                            f"--{'domino' if m.startswith('domino') else 'dflash'}-drafter")
     datasets = tuple(d.strip() for d in args.dataset.split(",") if d.strip())
     for d in datasets:
         if d not in DATASETS:
@@ -308,6 +318,7 @@ def run_bench(args) -> None:
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
+                      candidates=args.candidates,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
                       dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
     out = pathlib.Path(args.out)
@@ -474,6 +485,14 @@ def _fixed_split_option(method: str, fixed_split: int | None) -> dict:
     if method != "graft":
         raise UserError("--fixed-split applies to --method graft only")
     return {"fixed_split": fixed_split}
+
+
+def _candidates_option(method: str, candidates: int | None) -> dict:
+    if candidates is None:
+        return {}
+    if method not in ("domino", "graft_tail"):
+        raise UserError("--candidates applies to --method domino and graft_tail only")
+    return {"candidates": candidates}
 
 
 def _add_tail_arguments(parser) -> None:

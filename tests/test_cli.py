@@ -283,6 +283,7 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
         pytest.param(["--methods", "pld", "--method-state", "graft=x.npz"], ["graft", "--methods"],
                      id="state-for-absent-method"),
         pytest.param(["--methods", "graft_fixed", "--fixed-split", "0"], ["--fixed-split"], id="fixed-split-zero"),
+        pytest.param(["--methods", "domino_topk"], ["domino_topk", "--domino-drafter"], id="domino-topk-without-drafter"),
         pytest.param(["--methods", "pld", "--tail", "tree"], ["--tail", "graft_tail"], id="tail-without-graft-tail"),
         pytest.param(["--methods", "graft_tail", "--dflash-drafter", "d", "--tail-threshold", "1.5"],
                      ["threshold", "[0, 1]"], id="tail-threshold-out-of-range"),
@@ -299,9 +300,11 @@ def test_bench_bad_method_options(args, keywords, tmp_path):
                      id="tail-threshold-without-graft-tail"),
         pytest.param(["--method", "graft_tail", "--tail-threshold", "-0.1"], ["threshold", "[0, 1]"],
                      id="negative-tail-threshold"),
+        pytest.param(["--method", "pld", "--candidates", "8"], ["--candidates", "domino"], id="candidates-without-domino"),
+        pytest.param(["--method", "domino", "--candidates", "0"], ["--candidates"], id="candidates-zero"),
     ],
 )
-def test_generate_bad_tail_options(args, keywords):
+def test_generate_bad_method_options(args, keywords):
     assert_user_error(generate("--prompt", "Hi", *args), *keywords)
 
 

@@ -285,6 +285,22 @@ def test_random_drafter_greedy_equals_vanilla(tiny_target, name):
     assert res.tokens == vanilla
 
 
+def test_candidate_restricted_domino_greedy_equals_vanilla(tiny_target):
+    m = tiny_target
+    method, params = dflash_method("domino", m, random_drafter("domino"), candidates=3)
+    assert method.candidates == 3
+    vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
+    assert speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_params=params,
+                                **KW).tokens == vanilla
+
+
+def test_candidates_need_a_domino_head_and_fit_the_vocabulary(tiny_target):
+    with pytest.raises(UserError, match="no correction head"):
+        dflash_method("graft_tail", tiny_target, random_drafter("dflash"), candidates=4)
+    with pytest.raises(UserError, match="candidates must be in 0.."):
+        dflash_method("domino", tiny_target, random_drafter("domino"), candidates=tiny_target.cfg.vocab_size + 1)
+
+
 def test_oracle_drafts_are_lossless_and_the_context_cache_is_the_committed_sequence(tiny_target):
     m = tiny_target
     vanilla = generate(m.graphdef, m.params, PROMPTS, max_new_tokens=60, max_cache_len=96).tokens

@@ -152,6 +152,38 @@ def test_sampled_drafts_follow_the_corrected_distribution():
     assert chi_square_pvalue(counts, independent) < 1e-6
 
 
+def test_candidate_drafts_are_the_best_corrected_candidates(inputs):
+    """With k candidates, draft i is the argmax of the corrected logits over its row's k highest base logits (the GRU
+    having read the bonus and the drafts before it); k = V is the full-vocabulary head; k = 1 leaves the backbone's
+    argmax."""
+    w = head_tensors(0)
+    embed, hidden, base, bonus = inputs
+    head = make_head(w)
+    args = _j(embed, hidden, base, bonus)
+    full = head.draft(*args, platform="reference")
+    np.testing.assert_array_equal(np.asarray(head.draft(*args, candidates=V)), np.asarray(full))
+    np.testing.assert_array_equal(np.asarray(head.draft(*args, candidates=1)), np.argmax(base, -1))
+    k = 4
+    drafts = nnx.jit(lambda hd, *a: hd.draft(*a, candidates=k))(head, *args)
+    prev = jnp.concatenate([jnp.asarray(bonus)[:, None], drafts[:, :-1]], axis=1)
+    tf = np.asarray(head.teacher_forced_logits(*_j(embed, hidden, base), prev))
+    top = np.argsort(-base, axis=-1)[..., :k]
+    best = np.take_along_axis(top, np.argmax(np.take_along_axis(tf, top, -1), -1)[..., None], -1)[..., 0]
+    np.testing.assert_array_equal(np.asarray(drafts), best)
+    assert np.any(np.asarray(drafts) != np.argmax(base, -1))  # the head still moves drafts within the candidates
+
+
+def test_sampled_candidate_drafts_stay_among_the_candidates(inputs):
+    w = head_tensors(1)
+    embed, hidden, base, bonus = inputs
+    key = jax.random.key(1)
+    drafts = make_head(w, prefix_len=0).draft(
+        *_j(embed, hidden, base, bonus), candidates=3,
+        choose=lambda logits, i: jax.random.categorical(jax.random.fold_in(key, i), logits).astype(jnp.int32))
+    top = np.argsort(-base, axis=-1)[..., :3]
+    assert np.all(np.any(top == np.asarray(drafts)[..., None], axis=-1))
+
+
 def test_official_domino_checkpoint_loads(tmp_path, inputs):
     backbone = official_tensors(6)
     w = head_tensors(7)

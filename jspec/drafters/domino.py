@@ -18,7 +18,7 @@ from jaxtyping import Array, Float, Int
 from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
 from jspec.errors import UserError
 from pallas_kernels.domino_step import domino_draft, gru_step, input_gates
-from pallas_kernels.domino_step.reference import Choose
+from pallas_kernels.domino_step.reference import Choose, domino_draft_candidates, greedy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,13 +62,18 @@ class DominoHead(nnx.Module):
         return jnp.einsum("bnh,rh->bnr", hidden.astype(w_z.dtype), w_z, preferred_element_type=jnp.float32)
 
     def draft(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"], base: Float[Array, "B N V"],
-              bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None
-              ) -> Int[Array, "B N"]:
+              bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None,
+              candidates: int = 0) -> Int[Array, "B N"]:
         """The N drafts after `bonus`, given the backbone states and base logits of the N draft rows.
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
-        draft i from its full corrected logits (sampled drafting).
+        draft i from its full corrected logits (sampled drafting). `candidates` = k > 0 corrects only each row's k
+        highest base logits and drafts among them (`domino_draft_candidates`).
         """
+        if candidates:
+            return domino_draft_candidates(base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...],
+                                           self.w_s, self.w2[...], prefix_len=self.cfg.prefix_len,
+                                           candidates=candidates, choose=choose or greedy)
         return domino_draft(base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s,
                             self.w2[...], prefix_len=self.cfg.prefix_len, choose=choose, platform=platform)
 

@@ -88,6 +88,12 @@ def dflash_method(name: str, target, drafter, **options) -> tuple[Method, Any]:
                         "plain DFlash drafter: use --method dflash")
     if name == "dflash" and isinstance(drafter, DominoDrafter):
         drafter = drafter.backbone
+    candidates = options.get("candidates", 0)
+    if candidates and not isinstance(drafter, DominoDrafter):
+        raise UserError(f"{name} has no correction head to restrict: candidates apply to a Domino drafter")
+    if not 0 <= candidates <= target.cfg.vocab_size:
+        raise UserError(f"Domino candidates must be in 0..{target.cfg.vocab_size} (0: the full vocabulary), got "
+                        f"{candidates}")
     if name == "graft_tail":
         options = {"vocab_size": target.cfg.vocab_size, "head": isinstance(drafter, DominoDrafter), **options}
     cfg = drafter.backbone.cfg if isinstance(drafter, DominoDrafter) else drafter.cfg

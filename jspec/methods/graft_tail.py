@@ -56,6 +56,7 @@ class GraftTail(DFlash):
     name: str = "graft_tail"
     head: bool = False  # a Domino drafter: draft through its correction head (set by methods.dflash_method)
     kernel: str | None = None  # Domino's greedy correction kernel (see methods.dflash.Domino)
+    candidates: int = 0  # Domino's candidate-restricted correction (see methods.dflash.Domino)
     vocab_size: int = 0  # set from the target by methods.dflash_method
     k: int = K
     threshold: float = 0.3  # keep drafts while their cumulative confidence stays >= this
