@@ -28,10 +28,10 @@ from flax import nnx
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench.method_args import add_method_arguments, built_methods  # noqa: E402
 from bench.timing import timed  # noqa: E402
 from jspec.bench.datasets import load_prompts  # noqa: E402
 from jspec.bench.runner import _encode  # noqa: E402
-from jspec.methods import EAGLE3_METHODS, build  # noqa: E402
 from jspec.methods.base import Context  # noqa: E402
 from jspec.models.cache import BlockMask  # noqa: E402
 from jspec.models.loading import load_model  # noqa: E402
@@ -120,24 +120,16 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--methods", default="token_recycling")
-    ap.add_argument("--dataset", default="humaneval")
-    ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
-    ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH")
+    add_method_arguments(ap, "token_recycling")
     ap.add_argument("--steps", type=int, default=64, help="iterations per timed loop")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-cache-len", type=int, default=2048)
-    ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
     model = load_model(args.model, dtype=args.dtype)
     prompt = _encode(model, load_prompts(args.dataset, 1), 1024)[0]["ids"]
-    saved = dict(spec.split("=", 1) for spec in args.method_state)
     results = {}
-    for name in args.methods.split(","):
-        method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
-        state = method.load_state(saved[name]) if name in saved else None
+    for name, method, params, state in built_methods(args, model):
         state = (method.init_state(params, 1, args.max_cache_len) if state is None else
                  method.resume_state(params, state, 1, args.max_cache_len))
         results[name] = breakdown(model, method, params, state, prompt, args.steps, args.reps, args.max_cache_len)

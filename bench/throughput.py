@@ -20,9 +20,9 @@ import jax
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench.method_args import add_method_arguments, built_methods  # noqa: E402
 from jspec.bench.datasets import load_prompts  # noqa: E402
 from jspec.bench.runner import _encode  # noqa: E402
-from jspec.methods import EAGLE3_METHODS, build  # noqa: E402
 from jspec.models.loading import load_model  # noqa: E402
 from jspec.runner import run_batch  # noqa: E402
 from jspec.sampling import Sampling  # noqa: E402
@@ -30,18 +30,11 @@ from jspec.sampling import Sampling  # noqa: E402
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--methods", default="vanilla,token_recycling")
+    add_method_arguments(ap, "vanilla,token_recycling")
     ap.add_argument("--batch-sizes", default="1,4,8,16")
-    ap.add_argument("--dataset", default="humaneval")
     ap.add_argument("--max-new-tokens", type=int, default=256)
-    ap.add_argument("--dtype", default="bfloat16")
-    ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
-    ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
-                    help="start METHOD from a saved state (e.g. graft=calibrated.npz from `jspec calibrate`)")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
-    saved_states = dict(spec.split("=", 1) for spec in args.method_state)
     model = load_model(args.model, dtype=args.dtype)
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     prompts = [p["ids"] for p in _encode(model, load_prompts(args.dataset, max(sizes)), 1024)]
@@ -49,9 +42,7 @@ def main():
     kw = dict(max_new_tokens=args.max_new_tokens, sampling=Sampling(), max_cache_len=width + args.max_new_tokens + 128,
               pad_to=width)
     rows = []
-    for name in args.methods.split(","):
-        method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
-        saved = method.load_state(saved_states[name]) if name in saved_states else None
+    for name, method, params, saved in built_methods(args, model):
         for b in sizes:
             batch = prompts[:b]
             _, state = run_batch(model, method, batch, seed=0, method_params=params, method_state=saved, **kw)

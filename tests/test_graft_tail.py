@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
+from test_dflash import CFG, KW, PROMPTS, V, random_drafter, tiny_target  # noqa: F401 (tiny_target: a fixture)
 
-from jspec.config import ModelConfig, RopeConfig
 from jspec.decode import generate
 from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
 from jspec.drafters.domino import DominoConfig, DominoDrafter
@@ -19,25 +19,8 @@ from jspec.methods import build, dflash_method, get_method
 from jspec.methods.base import Context
 from jspec.methods.graft_tail import tail_template
 from jspec.methods.token_recycling import TokenRecycling
-from jspec.models.decoder import Decoder
-from jspec.models.loading import LoadedModel
 from jspec.retrieval import adjacency
 from jspec.spec_decode import speculative_generate
-
-TARGET = ModelConfig(family="qwen3", vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=8, num_heads=4,
-                     num_kv_heads=2, head_dim=8, rms_norm_eps=1e-6, rope=RopeConfig(theta=10000.0), qk_norm=True)
-CFG = DFlashConfig.for_target(TARGET, num_layers=2, block_size=5, mask_token_id=90)
-V = TARGET.vocab_size
-PROMPTS = [[3, 17, 42, 8, 8, 21], [5] * 3 + list(range(20, 40)), [77]]
-KW = dict(max_new_tokens=40, max_cache_len=96)
-
-
-@pytest.fixture(scope="module")
-def tiny_target():
-    graphdef, params = nnx.split(Decoder(TARGET, dtype=jnp.float32, rngs=nnx.Rngs(7)))
-    params = jax.tree.map(lambda x: x * 6.0 if x.ndim == 2 else x, params)  # peaked, history-dependent outputs
-    return LoadedModel(name="tiny", cfg=TARGET, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
-                       chat=False)
 
 
 @pytest.fixture(scope="module")
@@ -48,12 +31,7 @@ def vanilla(tiny_target):
 
 def drafter(kind: str, seed: int = 1, scale: float = 4.0):
     """A random drafter whose confidences spread over (0, 1) (the 0.02 init gives near-uniform drafts)."""
-    if kind == "dflash":
-        module = DFlashDrafter(CFG, dtype=jnp.float32, rngs=nnx.Rngs(seed))
-    else:
-        cfg = DominoConfig(dataclasses.replace(CFG, shift_label=True), gru_hidden=16, rank=16)
-        module = DominoDrafter(cfg, dtype=jnp.float32, rngs=nnx.Rngs(seed))
-    graphdef, state = nnx.split(module)
+    graphdef, state = nnx.split(random_drafter(kind, seed))
     return nnx.merge(graphdef, jax.tree.map(lambda x: x * scale / 0.02 / np.sqrt(x.shape[-1]) if x.ndim == 2 else x,
                                             state))
 

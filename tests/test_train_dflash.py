@@ -4,7 +4,6 @@ exports drive the dflash / domino / graft_tail methods losslessly."""
 
 import dataclasses
 import json
-import pathlib
 import re
 
 import jax
@@ -12,7 +11,6 @@ import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
-import safetensors.numpy
 from flax import nnx
 from test_train_eagle3 import VOCAB, _write_data, _write_tiny_model
 
@@ -32,7 +30,7 @@ from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, c
                                 drafter_config, export_latest, init_drafter, sample_blocks, train_dflash)
 from jspec.train.packing import pack
 
-from checkpoints import truncate_checkpoint_arrays
+from checkpoints import assert_same_run, drafter_tensors, run_metrics, truncate_checkpoint_arrays
 
 # Shared by the API tests so each variant's jitted train step compiles once.
 CFG = DFlashTrainConfig(steps=30, batch_size=4, seq_len=64, lr=1e-2, warmup_steps=3, block_size=4, num_layers=2,
@@ -173,18 +171,12 @@ def trained(workspace):
     return out
 
 
-def _metrics(out: pathlib.Path) -> list[dict]:
-    """The run's metrics records without their wall-clock times."""
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
-
-
 @pytest.mark.parametrize("kind", ["dflash", "domino"])
 def test_loss_falls_and_acceptance_rises(trained, kind):
     out, result = trained[kind]
     assert result["finished"] and result["step"] == 30
-    train = [r for r in _metrics(out) if r["split"] == "train"]
-    evals = [r for r in _metrics(out) if r["split"] == "eval"]
+    train = [r for r in run_metrics(out) if r["split"] == "train"]
+    evals = [r for r in run_metrics(out) if r["split"] == "eval"]
     assert [r["step"] for r in train] == [5, 10, 15, 20, 25, 30] and [r["step"] for r in evals] == [10, 20, 30]
     assert train[-1]["loss"] < 0.8 * train[0]["loss"], [r["loss"] for r in train]
     assert evals[-1]["loss"] < evals[0]["loss"] and evals[-1]["accept_len"] > evals[0]["accept_len"]
@@ -193,10 +185,6 @@ def test_loss_falls_and_acceptance_rises(trained, kind):
         assert [r["lambda"] for r in train] == pytest.approx([1 - 4 / 15, 1 - 9 / 15, 1 - 14 / 15, 0.0, 0.0, 0.0])
         assert {"base_loss", "base_acc", "base_accept_len"} <= set(evals[-1])
     assert (out / "training.png").stat().st_size > 10_000
-
-
-def _tensors(path: pathlib.Path) -> dict[str, np.ndarray]:
-    return safetensors.numpy.load_file(str(path / "drafter" / "model.safetensors"))
 
 
 def test_resume_is_bit_identical(workspace, trained):
@@ -212,11 +200,7 @@ def test_resume_is_bit_identical(workspace, trained):
     second = train_dflash(model, root / "data", out, DOMINO, export_dtype="float32", resume=True, progress=False)
     assert second["finished"]
     full, _ = trained["domino"]
-    want, got = _tensors(full), _tensors(out)
-    assert want.keys() == got.keys() and "prefix_gru.weight_ih_l0" in want
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    assert _metrics(out) == _metrics(full)
+    assert "prefix_gru.weight_ih_l0" in assert_same_run(full, out)
 
 
 def test_damaged_checkpoint_is_a_user_error(workspace, trained):
@@ -252,9 +236,9 @@ def test_exports_load_and_draft_losslessly(workspace, trained):
     assert mats["dflash", "graft_tail"] > mats["dflash", "dflash"], mats
     # --export from the last checkpoint writes the same weights as the end of training.
     out, _ = trained["domino"]
-    before = _tensors(out)
+    before = drafter_tensors(out)
     assert export_latest(model, out, "float32", command="domino")[0] == 30
-    for name, value in _tensors(out).items():
+    for name, value in drafter_tensors(out).items():
         np.testing.assert_array_equal(value, before[name])
 
 
@@ -290,10 +274,10 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
     assert "step 2/4  eval loss" in err and "exported DFlash drafter" in err
     cfg = json.loads((tmp_path / "run" / "drafter" / "config.json").read_text())
     assert cfg["block_size"] == 4 and cfg["num_hidden_layers"] == 2 and "projector_type" not in cfg["dflash_config"]
-    weights = _tensors(tmp_path / "run")
+    weights = drafter_tensors(tmp_path / "run")
     assert weights["fc.weight"].dtype == ml_dtypes.bfloat16  # the default export dtype
     assert main(_cli(workspace, "dflash", tmp_path / "run", "--export", "--dtype", "float32")) == 0
-    assert _tensors(tmp_path / "run")["fc.weight"].dtype == np.float32
+    assert drafter_tensors(tmp_path / "run")["fc.weight"].dtype == np.float32
     # Domino with training-time test and without the curriculum (its own compilation: the GRU reads its drafts).
     assert main(_cli(workspace, "domino", tmp_path / "ttt", "--gru-hidden", "16", "--rank", "16", "--ttt",
                      "--no-curriculum", "--steps", "2")) == 0

@@ -30,7 +30,7 @@ from jspec.train.eagle3 import Eagle3TrainConfig, drafter_config, export_latest,
 from jspec.train.packing import Batcher, pack
 from jspec.train.ttt import shift_left, ttt_forward
 
-from checkpoints import truncate_checkpoint_arrays
+from checkpoints import assert_same_run, drafter_tensors, run_metrics, truncate_checkpoint_arrays
 
 VOCAB = 64
 TARGET = ModelConfig(family="llama", vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_layers=8, num_heads=4,
@@ -185,26 +185,16 @@ def test_learning_rate_warms_up_then_decays_to_zero(schedule, quarter):
 
 # ---- training ------------------------------------------------------------------------------------------------------
 
-def _metrics(out: pathlib.Path) -> list[dict]:
-    """The run's metrics records without their wall-clock times."""
-    records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
-    return [{k: v for k, v in r.items() if k != "wall_s"} for r in records]
-
-
 def test_loss_falls_and_accuracy_rises(trained):
     out, result = trained
     assert result["finished"] and result["step"] == 30
-    train = [r for r in _metrics(out) if r["split"] == "train"]
-    evals = [r for r in _metrics(out) if r["split"] == "eval"]
+    train = [r for r in run_metrics(out) if r["split"] == "train"]
+    evals = [r for r in run_metrics(out) if r["split"] == "eval"]
     assert [r["step"] for r in train] == [5, 10, 15, 20, 25, 30] and [r["step"] for r in evals] == [10, 20, 30]
     assert train[-1]["loss"] < 0.7 * train[0]["loss"], [r["loss"] for r in train]
     assert evals[-1]["loss"] < evals[0]["loss"]
     assert evals[-1]["acc"][0] > evals[0]["acc"][0] and len(evals[-1]["acc"]) == CFG.ttt_steps
     assert (out / "training.png").stat().st_size > 10_000
-
-
-def _tensors(path: pathlib.Path) -> dict[str, np.ndarray]:
-    return safetensors.numpy.load_file(str(path / "drafter" / "model.safetensors"))
 
 
 def test_resume_is_bit_identical(workspace, trained):
@@ -217,11 +207,7 @@ def test_resume_is_bit_identical(workspace, trained):
     second = train_eagle3(model, root / "data", out, CFG, export_dtype="float32", resume=True, progress=False)
     assert second["finished"]
     full, _ = trained
-    want, got = _tensors(full), _tensors(out)
-    assert want.keys() == got.keys()
-    for name in want:
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    assert _metrics(out) == _metrics(full)
+    assert_same_run(full, out)
 
 
 def test_time_limit_checkpoints_and_stops(workspace):
@@ -258,9 +244,9 @@ def test_export_loads_and_drafts_losslessly(workspace, trained):
     assert drafter.cfg == drafter_config(model.cfg, CFG)
     assert result["size_bytes"] == (out / "drafter" / "model.safetensors").stat().st_size
     # --export from the last checkpoint writes the same weights as the end of training.
-    before = _tensors(out)
+    before = drafter_tensors(out)
     assert export_latest(model, out, "float32")[0] == 30
-    for name, value in _tensors(out).items():
+    for name, value in drafter_tensors(out).items():
         np.testing.assert_array_equal(value, before[name])
 
     method, params = build("eagle3", model, drafter=str(out / "drafter"), top_k=2, depth=3, budget=8)
