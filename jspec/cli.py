@@ -515,8 +515,9 @@ def _drafter_placeholder(method: str) -> dict:
 
 def _emit(args, model, prompt: str, record: dict) -> None:
     text = model.tokenizer.decode(record["tokens"])
-    if args.json:
-        print(json.dumps({"prompt": prompt, **record, "text": text, "method": args.method, "model": model.name},
+    if args.json:  # the CLI contract's fields (bench records also carry the prefill / loop time split)
+        fields = {k: v for k, v in record.items() if k not in ("prefill_seconds", "loop_seconds")}
+        print(json.dumps({"prompt": prompt, **fields, "text": text, "method": args.method, "model": model.name},
                          ensure_ascii=False), flush=True)
     else:
         print(text, flush=True)

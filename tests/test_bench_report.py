@@ -28,9 +28,21 @@ def test_summary_is_token_weighted_and_relative_to_vanilla(tmp_path):
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     write_report(tmp_path, "# test")
     summary = (tmp_path / "summary.md").read_text()
-    assert "| gsm8k | token_recycling | 1 | 2.00 | 20.0 | 100.00 | 2.00x | 0% | 1.500 **(suspect)** |" in summary
+    assert "| gsm8k | token_recycling | 1 | 2.00 | 20.0 | 100.00 | 2.00x | 0% | 1.500 **(suspect)** |  |  |" in summary
     assert "Mean over datasets" not in summary  # one dataset: the table above is the mean
     assert (tmp_path / "summary.png").stat().st_size > 1000
+
+
+def test_loop_time_is_split_from_prefill_and_host_time(tmp_path):
+    # 2 prompts: 11 + 21 steps (prefill's included), 0.3 + 0.5 s in the loop, 0.05 + 0.15 s outside it.
+    records = [{**_rec("vanilla", 11, 11, 0.35), "prefill_seconds": 0.02, "loop_seconds": 0.3},
+               {**_rec("vanilla", 21, 21, 0.65), "prefill_seconds": 0.1, "loop_seconds": 0.5}]
+    [row] = summarize(records)
+    assert row["loop_ms_per_step"] == pytest.approx(1e3 * 0.8 / 30)
+    assert row["outside_loop_ms"] == pytest.approx(1e3 * 0.2 / 2)
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    write_report(tmp_path, "# test")
+    assert "| 26.67 | 100.00 |" in (tmp_path / "summary.md").read_text()
 
 
 def test_dataset_means_weight_each_dataset_once(tmp_path):

@@ -27,11 +27,21 @@ def summarize(records: list[dict]) -> list[dict]:
                      "ms_per_step": 1e3 * sum(r["seconds"] for r in rs) / sum(r["steps"] for r in rs),
                      "identical": sum(r["identical"] for r in rs) / len(rs),
                      "suspect_divergences": sum(g > SUSPECT_GAP for g in gaps),
-                     "max_divergence_gap": max(gaps, default=0.0)})
+                     "max_divergence_gap": max(gaps, default=0.0), **_loop_split(rs)})
     vanilla = {r["dataset"]: r["tok_per_s"] for r in rows if r["method"] == "vanilla"}
     for r in rows:
         r["speedup"] = r["tok_per_s"] / vanilla[r["dataset"]] if r["dataset"] in vanilla else float("nan")
     return rows
+
+
+def _loop_split(rs: list[dict]) -> dict:
+    """Time per step inside the jitted loop (prefill's step excluded) and time per prompt outside it (prefill + host),
+    which `ms_per_step` mixes; absent from records written before these fields existed."""
+    if not all("loop_seconds" in r for r in rs):
+        return {}
+    loop_steps = sum(r["steps"] - 1 for r in rs)
+    return {"loop_ms_per_step": 1e3 * sum(r["loop_seconds"] for r in rs) / max(loop_steps, 1),
+            "outside_loop_ms": 1e3 * sum(r["seconds"] - r["loop_seconds"] for r in rs) / len(rs)}
 
 
 def dataset_means(rows: list[dict]) -> list[dict]:
@@ -50,11 +60,13 @@ def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
     records = [json.loads(line) for line in open(out_dir / "results.jsonl", encoding="utf-8")]
     rows = summarize(records)
     lines = [header, "", "| dataset | method | prompts | MAT | tok/s | ms / step | speedup vs vanilla | "
-             "identical to vanilla | max top-2 gap at a divergence |", "|---|---|---|---|---|---|---|---|---|"]
+             "identical to vanilla | max top-2 gap at a divergence | loop ms / step | outside-loop ms / prompt |",
+             "|---" * 11 + "|"]
     for r in rows:
         gap = f"{r['max_divergence_gap']:.3f}" + (" **(suspect)**" if r["suspect_divergences"] else "")
+        split = " | ".join(f"{r[k]:.2f}" if k in r else "" for k in ("loop_ms_per_step", "outside_loop_ms"))
         lines.append(f"| {r['dataset']} | {r['method']} | {r['prompts']} | {r['mat']:.2f} | {r['tok_per_s']:.1f} | "
-                     f"{r['ms_per_step']:.2f} | {r['speedup']:.2f}x | {100 * r['identical']:.0f}% | {gap} |")
+                     f"{r['ms_per_step']:.2f} | {r['speedup']:.2f}x | {100 * r['identical']:.0f}% | {gap} | {split} |")
     means = dataset_means(rows)
     if len({r["dataset"] for r in rows}) > 1 and means:
         lines += ["", "Mean over datasets (each dataset counts once):", "",
