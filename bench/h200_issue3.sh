@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
-out=${OUT:-/tmp/out}
+out=${OUT:-/tmp/out}; mkdir -p "$out"
 case "${1:?setup|bench|tr|costs}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl

@@ -12,7 +12,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from pallas_kernels.domino_step import correction_argmax, correction_argmax_reference, correction_logits, domino_draft
 from pallas_kernels.domino_step.gpu import correction_argmax_gpu
-from pallas_kernels.domino_step.reference import domino_draft_reference
+from pallas_kernels.domino_step.reference import chunked_top_k, domino_draft_reference
 from pallas_kernels.domino_step.tpu import correction_argmax_tpu
 
 
@@ -151,3 +151,21 @@ def test_kernels_lower_for_h200_and_tpu(flavour, rows, dtype):
 def test_kernel_on_device(case):
     pre, w2, base = make_inputs(case, seed=12)
     assert_same_choice(correction_argmax(pre, w2, base), pre, w2, base)
+
+
+@pytest.mark.parametrize("shape,k,chunk", [((3, 1000), 8, 16), ((2, 4, 777), 5, 32), ((1, 300), 40, 16),
+                                           ((2, 64), 4, 128)])
+def test_chunked_top_k_equals_lax_top_k(shape, k, chunk):
+    x = jax.random.normal(jax.random.key(sum(shape)), shape, jnp.float32)
+    x = x.at[..., -1].set(50.0)  # the best entry in the ragged last chunk
+    got_values, got_ids = chunked_top_k(x, k, chunk)
+    want_values, want_ids = jax.lax.top_k(x, k)
+    np.testing.assert_array_equal(np.asarray(got_values), np.asarray(want_values))
+    np.testing.assert_array_equal(np.asarray(got_ids), np.asarray(want_ids))
+
+
+def test_chunked_top_k_with_masked_entries_returns_valid_ids():
+    x = jnp.full((2, 500), -jnp.inf).at[:, :3].set(jnp.array([1.0, 3.0, 2.0]))  # fewer finite values than k
+    values, ids = chunked_top_k(x, 6, chunk=16)
+    np.testing.assert_array_equal(np.asarray(ids[:, :3]), [[1, 2, 0]] * 2)
+    assert int(ids.max()) < 500 and np.all(np.isneginf(np.asarray(values[:, 3:])))

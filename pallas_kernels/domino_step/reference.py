@@ -97,6 +97,28 @@ def domino_draft_reference(base: Float[Array, "B N V"], z_part: Float[Array, "B 
                       plain_choice=choose, table=table)
 
 
+def chunked_top_k(x: Float[Array, "... V"], k: int, chunk: int = 128
+                  ) -> tuple[Float[Array, "... k"], Int[Array, "... k"]]:
+    """`lax.top_k` over the last axis, in two small passes: the k chunks (of `chunk` entries) with the highest maxima
+    hold every top-k entry (a chunk holding one has a max above all but at most k - 1 entries, hence above all but
+    k - 1 other chunks' maxima), so the exact top-k is taken among their k x chunk entries. On GPU a top-k with k
+    past XLA's small-k kernel sorts the whole row; here the sorts are V / chunk and k x chunk long.
+    Values match `lax.top_k`; ids too, up to the order of exactly tied values.
+    """
+    v = x.shape[-1]
+    num_chunks = -(-v // chunk)
+    if k * chunk >= v or k >= num_chunks:
+        return jax.lax.top_k(x, k)
+    lead = x.shape[:-1]
+    pad = [(0, 0)] * len(lead) + [(0, num_chunks * chunk - v)]
+    blocks = jnp.pad(x, pad, constant_values=-jnp.inf).reshape(*lead, num_chunks, chunk)
+    _, best_chunks = jax.lax.top_k(jnp.max(blocks, axis=-1), k)  # [..., k]
+    picked = jnp.take_along_axis(blocks, best_chunks[..., None], axis=-2).reshape(*lead, k * chunk)
+    values, pos = jax.lax.top_k(picked, k)
+    ids = jnp.take_along_axis(best_chunks, pos // chunk, axis=-1) * chunk + pos % chunk
+    return values, jnp.minimum(ids, v - 1)  # a -inf pad entry is only picked when a row has < k finite values
+
+
 def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
                             embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
@@ -108,7 +130,7 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     is chosen among them from `base + W2 · SiLU(pre)`, so a step reads k × R. With k = V the drafts equal
     `domino_draft_reference`'s (up to exact ties); any k keeps decoding lossless, since verification decides.
     """
-    cand_base, cand = jax.lax.top_k(base.astype(jnp.float32), candidates)  # [B, N, k], best first
+    cand_base, cand = chunked_top_k(base.astype(jnp.float32), candidates)  # [B, N, k], best first
     cand_w2 = jnp.take(w2, cand, axis=0)  # [B, N, k, R]
 
     def corrected(pre: Float[Array, "B R"], base_i: Float[Array, "B V"], i: int) -> Int[Array, " B"]:
