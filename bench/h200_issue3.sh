@@ -32,10 +32,10 @@ case "${1:?setup|bench|tr|costs}" in
       > "$out/bench_tr.log" 2>&1 || { tail -c 4000 "$out/bench_tr.log"; exit 1; }
     cat "$out/bench_tr/summary.md" ;;
   costs)
-    JSPEC_ATTENTION=reference python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 \
-      --out "$out/costs_xla"
-    JSPEC_ATTENTION=pallas python3 bench/step_costs.py --model qwen2.5-coder-1.5b --contexts 2048,8192 \
-      --out "$out/costs_pallas"
+    for attention in reference pallas; do  # verify(60) / decode inside jitted loops (donated cache), 2K and 8K
+      JSPEC_ATTENTION=$attention python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 \
+        --methods token_recycling --contexts 2048,8192 --out "$out/costs_$attention" 2>&1 | tail -n 4
+    done
     python3 bench/throughput.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --batch-sizes 1,4,8,16 \
       --dataset humaneval --max-new-tokens 256 --out "$out/throughput" ;;
 esac

@@ -81,5 +81,6 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
     python3 bench/domino_head_speed.py --hidden "${HEAD_HIDDEN:-1536}" --vocab "${HEAD_VOCAB:-151936}" \
       --batches 1 --out "$out/head_speed" ${HEAD_FLAGS:-} 2>&1 | tail -n 20 ;;
   costs)
-    python3 bench/step_costs.py --model "$model" --contexts 2048,8192 --out "$out/costs" ;;
+    python3 bench/step_breakdown.py --model "$model" --dtype "$dtype" --methods token_recycling \
+      --contexts 2048,8192 --out "$out/costs" 2>&1 | tail -n 4 ;;
 esac

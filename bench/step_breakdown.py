@@ -13,11 +13,15 @@ After the prefill of one HumanEval prompt, each row times `--steps` iterations c
 - `commit`: the target cache compaction of the accepted path.
 `other` = step − (propose + verify + observe + commit): the loop's bookkeeping and what fusion across the parts
 saves or costs. End-of-sequence stops are disabled so that every iteration does a full step.
+
+`--contexts 2048,8192` times every part at those context lengths instead (the prompt repeated to length): the
+verify / decode ratio of the tree-engine issue. `JSPEC_ATTENTION=reference|pallas` picks the attention kernel.
 """
 
 import argparse
 import dataclasses
 import json
+import os
 import pathlib
 import sys
 import time
@@ -34,6 +38,7 @@ from jspec.bench.datasets import load_prompts  # noqa: E402
 from jspec.bench.runner import _encode  # noqa: E402
 from jspec.methods.base import Context  # noqa: E402
 from jspec.models.cache import BlockMask  # noqa: E402
+from jspec.models.decoder import attention_kernel  # noqa: E402
 from jspec.models.loading import load_model  # noqa: E402
 from jspec.sampling import Sampling  # noqa: E402
 from jspec.spec_decode import _concat, _prefill_jit, _spec_step  # noqa: E402
@@ -124,26 +129,37 @@ def main():
     ap.add_argument("--steps", type=int, default=64, help="iterations per timed loop")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--max-cache-len", type=int, default=2048)
+    ap.add_argument("--contexts", type=lambda s: [int(x) for x in s.split(",") if x], default=[],
+                    help="context lengths to time at (the prompt repeated to that length); default: the prompt as is")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
     model = load_model(args.model, dtype=args.dtype)
     prompt = _encode(model, load_prompts(args.dataset, 1), 1024)[0]["ids"]
-    results = {}
+    prompts = {len(prompt): prompt} if not args.contexts else {n: (prompt * (n // len(prompt) + 1))[:n]
+                                                               for n in args.contexts}
+    rows = []
     for name, method, params, state in built_methods(args, model):
-        state = (method.init_state(params, 1, args.max_cache_len) if state is None else
-                 method.resume_state(params, state, 1, args.max_cache_len))
-        results[name] = breakdown(model, method, params, state, prompt, args.steps, args.reps, args.max_cache_len)
-        print(name, {k: round(v, 3) for k, v in results[name].items()}, flush=True)
+        for context, ids in prompts.items():
+            cache_len = max(args.max_cache_len, context + 256)  # room for the largest tree past the context
+            s = (method.init_state(params, 1, cache_len) if state is None else
+                 method.resume_state(params, state, 1, cache_len))
+            parts = breakdown(model, method, params, s, ids, args.steps, args.reps, cache_len)
+            rows.append({"method": name, "context": context, **parts})
+            print(name, context, {k: round(v, 3) for k, v in parts.items()}, flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
-              "model": args.model, "dtype": args.dtype, "command": " ".join(sys.argv), "ms_per_step": results}
+              "model": args.model, "dtype": args.dtype, "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
+              "ms_per_step": rows}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "step_breakdown.json").write_text(json.dumps(report, indent=2))
     cols = ("decode", "step", "propose", "verify", "observe", "commit", "other")
-    print(f"{report['device']}  {args.model} {args.dtype}  ms per step ({args.steps}-step loops)")
-    print("| method | " + " | ".join(cols) + " | step / decode |\n|---|" + "---|" * (len(cols) + 1))
-    for name, r in results.items():
-        print(f"| {name} | " + " | ".join(f"{r[c]:.3f}" for c in cols) + f" | {r['step'] / r['decode']:.2f} |")
+    print(f"{report['device']}  {args.model} {args.dtype}  attention={report['attention']}  ms per step "
+          f"({args.steps}-step loops)")
+    print("| method | context | " + " | ".join(cols) + " | step / decode | verify / decode |\n|---|---|"
+          + "---|" * (len(cols) + 2))
+    for r in rows:
+        print(f"| {r['method']} | {r['context']} | " + " | ".join(f"{r[c]:.3f}" for c in cols)
+              + f" | {r['step'] / r['decode']:.2f} | {r['verify'] / r['decode']:.2f} |")
 
 
 if __name__ == "__main__":

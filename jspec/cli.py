@@ -330,7 +330,8 @@ def run_bench(args) -> None:
               "speedup is measured against vanilla in the same run.")
     for row in write_report(out, header):
         print(f"{row['dataset']:10s} {row['method']:16s} MAT {row['mat']:.2f}  {row['tok_per_s']:8.1f} tok/s  "
-              f"speedup {row['speedup']:.2f}x  identical {100 * row['identical']:.0f}%")
+              f"speedup {row['speedup']:.2f}x" + ("" if row["identical"] is None else
+                                                   f"  identical {100 * row['identical']:.0f}%"))
 
 
 def run_train(args) -> None:

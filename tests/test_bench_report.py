@@ -45,6 +45,15 @@ def test_loop_time_is_split_from_prefill_and_host_time(tmp_path):
     assert "| 26.67 | 100.00 |" in (tmp_path / "summary.md").read_text()
 
 
+def test_sampled_runs_report_no_identical_rate(tmp_path):
+    records = [_rec("vanilla", 10, 10, 1.0, identical=None), _rec("pld", 10, 5, 0.5, identical=None)]
+    rows = {r["method"]: r for r in summarize(records)}
+    assert rows["pld"]["identical"] is None and rows["pld"]["speedup"] == pytest.approx(2.0)
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    write_report(tmp_path, "# test")
+    assert "| gsm8k | pld | 1 | 2.00 | 20.0 | 100.00 | 2.00x | n/a (sampled) | n/a |" in (tmp_path / "summary.md").read_text()
+
+
 def test_dataset_means_weight_each_dataset_once(tmp_path):
     records = [_rec("vanilla", 10, 10, 1.0), _rec("pld", 10, 5, 0.5),
                _rec("vanilla", 100, 100, 10.0, dataset="xsum"), _rec("pld", 100, 25, 2.5, dataset="xsum"),

@@ -25,7 +25,8 @@ def summarize(records: list[dict]) -> list[dict]:
         rows.append({"dataset": dataset, "method": method, "prompts": len(rs),
                      "mat": tokens / sum(r["steps"] for r in rs), "tok_per_s": tokens / sum(r["seconds"] for r in rs),
                      "ms_per_step": 1e3 * sum(r["seconds"] for r in rs) / sum(r["steps"] for r in rs),
-                     "identical": sum(r["identical"] for r in rs) / len(rs),
+                     "identical": None if any(r["identical"] is None for r in rs) else
+                     sum(r["identical"] for r in rs) / len(rs),  # None: sampled (T > 0), nothing to compare
                      "suspect_divergences": sum(g > SUSPECT_GAP for g in gaps),
                      "max_divergence_gap": max(gaps, default=0.0), **_loop_split(rs)})
     vanilla = {r["dataset"]: r["tok_per_s"] for r in rows if r["method"] == "vanilla"}
@@ -64,9 +65,12 @@ def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
              "|---" * 11 + "|"]
     for r in rows:
         gap = f"{r['max_divergence_gap']:.3f}" + (" **(suspect)**" if r["suspect_divergences"] else "")
+        same = "n/a (sampled)" if r["identical"] is None else f"{100 * r['identical']:.0f}%"
+        if r["identical"] is None:
+            gap = "n/a"
         split = " | ".join(f"{r[k]:.2f}" if k in r else "" for k in ("loop_ms_per_step", "outside_loop_ms"))
         lines.append(f"| {r['dataset']} | {r['method']} | {r['prompts']} | {r['mat']:.2f} | {r['tok_per_s']:.1f} | "
-                     f"{r['ms_per_step']:.2f} | {r['speedup']:.2f}x | {100 * r['identical']:.0f}% | {gap} | {split} |")
+                     f"{r['ms_per_step']:.2f} | {r['speedup']:.2f}x | {same} | {gap} | {split} |")
     means = dataset_means(rows)
     if len({r["dataset"] for r in rows}) > 1 and means:
         lines += ["", "Mean over datasets (each dataset counts once):", "",

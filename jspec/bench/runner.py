@@ -59,6 +59,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
         states[name] = built[name][0].load_state(path)
     out_dir.mkdir(parents=True, exist_ok=True)
     records = []
+    sampled = cfg.sampling.temperature > 0
     with open(out_dir / "results.jsonl", "w", encoding="utf-8") as sink:
         encoded = {d: _encode(model, load_prompts(d, cfg.limit), cfg.max_prompt_tokens) for d in cfg.datasets}
         # One padded width for every dataset, so each method compiles once for the whole run.
@@ -78,11 +79,13 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                     [rec], state = run_batch(model, method, [p["ids"]], seed=cfg.seed + i, method_state=state, **kw)
                     if name == "vanilla":
                         reference[p["id"]] = rec["tokens"]
-                    identical = rec["tokens"] == reference[p["id"]]
+                    # Sampled outputs follow each method's own random stream: comparing them with vanilla's says
+                    # nothing (the CPU tests check the distribution instead).
+                    identical = None if sampled else rec["tokens"] == reference[p["id"]]
                     rec = {"dataset": dataset, "method": name, "id": p["id"], "prompt_tokens": len(p["ids"]),
                            **rec, "identical": identical, "model": model.name,
                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}
-                    if not identical:  # near-tie in reduced precision, or a bug? record the target's margin there
+                    if identical is False:  # near-tie in reduced precision, or a bug? record the target's margin
                         rec["divergence"] = divergence_gap(model, p["ids"], reference[p["id"]], rec["tokens"])
                     sink.write(json.dumps(rec) + "\n")
                     sink.flush()
