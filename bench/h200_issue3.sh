@@ -5,6 +5,8 @@
 #   bash bench/h200_issue3.sh bench    # jspec bench: 4 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
 #   bash bench/h200_issue3.sh tr       # vanilla + token_recycling only (same tasks): per-prompt loop / outside-loop time
+#   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
+#                                        # data-dependent while_loop like the decode loop
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
@@ -13,7 +15,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|costs}" in
+case "${1:?setup|bench|tr|breakdown|costs}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -31,6 +33,9 @@ case "${1:?setup|bench|tr|costs}" in
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench_tr" \
       > "$out/bench_tr.log" 2>&1 || { tail -c 4000 "$out/bench_tr.log"; exit 1; }
     cat "$out/bench_tr/summary.md" ;;
+  breakdown)
+    python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 --methods token_recycling \
+      --contexts 150,300,600 --max-cache-len 768 --out "$out/breakdown" 2>&1 | tail -n 5 ;;
   costs)
     for attention in reference pallas; do  # verify(60) / decode inside jitted loops (donated cache), 2K and 8K
       JSPEC_ATTENTION=$attention python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 \

@@ -12,7 +12,8 @@ After the prefill of one HumanEval prompt, each row times `--steps` iterations c
 - `observe`: the method's observation alone (adjacency update, drafter cache commit) on fixed inputs;
 - `commit`: the target cache compaction of the accepted path.
 `other` = step − (propose + verify + observe + commit): the loop's bookkeeping and what fusion across the parts
-saves or costs. End-of-sequence stops are disabled so that every iteration does a full step.
+saves or costs. `decode_while` and `step_while` time decode and step again in a `while_loop` whose trip count XLA
+cannot know, like the real decode loop's "every row done" condition. End-of-sequence stops are disabled so that every iteration does a full step.
 
 `--contexts 2048,8192` times every part at those context lengths instead (the prompt repeated to length): the
 verify / decode ratio of the tree-engine issue. `JSPEC_ATTENTION=reference|pallas` picks the attention kernel.
@@ -45,11 +46,19 @@ from jspec.spec_decode import _concat, _prefill_jit, _spec_step  # noqa: E402
 from jspec.verify import choose_and_accept, commit_kv  # noqa: E402
 
 
-def loop(body, steps: int):
+def loop(body, steps: int, data_dependent: bool = False):
     """jit((carry, inputs) -> carry after `steps` applications of `body(carry, inputs)`). The carry is kept opaque
-    to the optimiser and the fixed inputs are arguments, not constants, so that nothing is folded at compile time."""
-    return jax.jit(lambda carry, inputs: jax.lax.fori_loop(
-        0, steps, lambda _, c: body(jax.lax.optimization_barrier(c), inputs), carry))
+    to the optimiser and the fixed inputs are arguments, not constants, so that nothing is folded at compile time.
+
+    `data_dependent`: the trip count is a traced argument, so XLA cannot know it and, as in the decode loop (whose
+    condition is "every row done"), evaluates the loop condition on the device at every iteration."""
+    if not data_dependent:
+        return jax.jit(lambda carry, inputs: jax.lax.fori_loop(
+            0, steps, lambda _, c: body(jax.lax.optimization_barrier(c), inputs), carry))
+    run = jax.jit(lambda carry, inputs, n: jax.lax.while_loop(
+        lambda c: c[1] < n, lambda c: (body(jax.lax.optimization_barrier(c[0]), inputs), c[1] + 1),
+        (carry, jnp.zeros((), jnp.int32)))[0])
+    return lambda carry, inputs: run(carry, inputs, jnp.asarray(steps, jnp.int32))
 
 
 def breakdown(model_bundle, method, method_params, method_state, prompt: list[int], steps: int, reps: int,
@@ -66,12 +75,13 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
         return Context(root=s.root, history=s.history, history_len=s.cache.lengths + 1, lengths=s.cache.lengths)
 
     # Weights travel as arguments, as in the decode loop (closed over, they would become compile-time constants).
-    def per_step(body, carry, fixed=()) -> float:
+    def per_step(body, carry, fixed=(), data_dependent=False) -> float:
         def with_model(c, inputs):
             p, mp, f = inputs
             return body(nnx.merge(graphdef, p), mp, c, f)
 
-        return 1e3 * timed(loop(with_model, steps), carry, (params, method_params, fixed), n=reps) / steps
+        timed_loop = loop(with_model, steps, data_dependent)
+        return 1e3 * timed(timed_loop, carry, (params, method_params, fixed), n=reps) / steps
 
     def step_body(model, mp, s, _):
         return _spec_step(model, method, mp, s, sampling, (), max_cache_len)
@@ -115,6 +125,8 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
 
     tree, logits, acc, features = first_step(params, method_params, state)
     rows = {"decode": per_step(decode_body, state), "step": per_step(step_body, state),
+            "decode_while": per_step(decode_body, state, data_dependent=True),
+            "step_while": per_step(step_body, state, data_dependent=True),
             "propose": per_step(propose_body, (state, state.method_state)),
             "verify": per_step(verify_body, (state, jnp.zeros((), jnp.int32)), tree),
             "observe": per_step(observe_body, state.method_state, (tree, logits, acc, features)),
@@ -152,7 +164,7 @@ def main():
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "step_breakdown.json").write_text(json.dumps(report, indent=2))
-    cols = ("decode", "step", "propose", "verify", "observe", "commit", "other")
+    cols = ("decode", "step", "propose", "verify", "observe", "commit", "other", "decode_while", "step_while")
     print(f"{report['device']}  {args.model} {args.dtype}  attention={report['attention']}  ms per step "
           f"({args.steps}-step loops)")
     print("| method | context | " + " | ".join(cols) + " | step / decode | verify / decode |\n|---|---|"
