@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--candidates", type=_positive_int("--candidates"), default=None, metavar="K",
                      help="domino / graft_tail with a Domino drafter: correct only the K highest base logits of "
                      "each draft row (default: the full vocabulary)")
+    gen.add_argument("--draft-confidence", type=float, default=None, metavar="P",
+                     help="draft_model: stop the chain after a draft the drafter gives probability < P "
+                     "(default: always draft gamma = 4)")
     _add_tail_arguments(gen)
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
@@ -62,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", default="smollm2-135m")
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
                        "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
-                       "--candidates")
+                       "--candidates, draft_model_adaptive is draft_model with --draft-confidence")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
                        "alpaca, xsum, sharegpt")
     bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")
@@ -81,6 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--candidates", type=_positive_int("--candidates"), default=64, metavar="K",
                        help="correction candidates of the domino_topk method (domino correcting only the K highest "
                        "base logits of each draft row)")
+    bench.add_argument("--draft-confidence", type=float, default=0.5, metavar="P",
+                       help="draft_model_adaptive: stop the chain after a draft the drafter gives probability < P")
     _add_tail_arguments(bench)
     bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                        help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
@@ -231,7 +236,8 @@ def run_generate(args) -> None:
 
     # Validate the name and options before anything heavy is loaded.
     options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split),
-               **_tail_options((args.method,), args), **_candidates_option(args.method, args.candidates)}
+               **_tail_options((args.method,), args), **_candidates_option(args.method, args.candidates),
+               **_draft_confidence_option(args.method, args.draft_confidence)}
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -292,6 +298,8 @@ def run_bench(args) -> None:
         get_method("graft", fixed_split=args.fixed_split)
     if "domino_topk" in methods:
         get_method("domino", candidates=args.candidates)
+    if "draft_model_adaptive" in methods:
+        get_method("draft_model", min_confidence=args.draft_confidence)
     tail_options = _tail_options(methods, args)
     if tail_options:
         get_method("graft_tail", **tail_options)
@@ -318,7 +326,7 @@ def run_bench(args) -> None:
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
-                      candidates=args.candidates,
+                      candidates=args.candidates, draft_confidence=args.draft_confidence,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
                       dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
     out = pathlib.Path(args.out)
@@ -494,6 +502,14 @@ def _candidates_option(method: str, candidates: int | None) -> dict:
     if method not in ("domino", "graft_tail"):
         raise UserError("--candidates applies to --method domino and graft_tail only")
     return {"candidates": candidates}
+
+
+def _draft_confidence_option(method: str, confidence: float | None) -> dict:
+    if confidence is None:
+        return {}
+    if method != "draft_model":
+        raise UserError("--draft-confidence applies to --method draft_model only")
+    return {"min_confidence": confidence}
 
 
 def _add_tail_arguments(parser) -> None:

@@ -287,6 +287,8 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
         pytest.param(["--methods", "pld", "--tail", "tree"], ["--tail", "graft_tail"], id="tail-without-graft-tail"),
         pytest.param(["--methods", "graft_tail", "--dflash-drafter", "d", "--tail-threshold", "1.5"],
                      ["threshold", "[0, 1]"], id="tail-threshold-out-of-range"),
+        pytest.param(["--methods", "draft_model_adaptive", "--draft-confidence", "2"], ["min confidence", "[0, 1]"],
+                     id="draft-confidence-out-of-range"),
     ],
 )
 def test_bench_bad_method_options(args, keywords, tmp_path):
@@ -302,6 +304,10 @@ def test_bench_bad_method_options(args, keywords, tmp_path):
                      id="negative-tail-threshold"),
         pytest.param(["--method", "pld", "--candidates", "8"], ["--candidates", "domino"], id="candidates-without-domino"),
         pytest.param(["--method", "domino", "--candidates", "0"], ["--candidates"], id="candidates-zero"),
+        pytest.param(["--method", "pld", "--draft-confidence", "0.5"], ["--draft-confidence", "draft_model"],
+                     id="draft-confidence-without-draft-model"),
+        pytest.param(["--method", "draft_model", "--draft-confidence", "-1"], ["min confidence", "[0, 1]"],
+                     id="draft-confidence-negative"),
     ],
 )
 def test_generate_bad_method_options(args, keywords):

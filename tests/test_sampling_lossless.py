@@ -118,6 +118,17 @@ def test_first_tokens_follow_the_target_distribution(tiny, name):
     assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3
 
 
+def test_adaptive_draft_model_follows_the_target_distribution(tiny):
+    """draft_model with a confidence-adaptive chain: rows stop drafting at different points of the same step."""
+    cfg, graphdef, params = tiny
+    target = LoadedModel(name="tiny", cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
+                         chat=False)
+    method, method_params = build("draft_model", target, drafter="truncate:1", gamma=3, min_confidence=0.5)
+    counts, mat = sample_counts(graphdef, params, method, method_params)
+    assert mat > 1.03
+    assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3
+
+
 def _broken_rule(tree, logits, sampling, key, max_path):
     """A classic bug: accept a drafted child x with probability p(x), but on rejection sample the bonus from p
     itself instead of the residual (so drafted tokens are over-represented). Chains only."""

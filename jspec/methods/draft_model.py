@@ -1,4 +1,9 @@
-"""`draft_model`: a small LM drafts a greedy chain of `gamma` tokens; its KV cache lives in the method state.
+"""`draft_model`: a small LM drafts a greedy chain of up to `gamma` tokens; its KV cache lives in the method state.
+
+With `min_confidence` = c > 0 the chain length adapts: drafting stops after the first draft whose drafter
+probability (softmax max) is below c, and the remaining slots stay empty. A batch stops drafting when every row has
+stopped, so unconfident steps skip the later drafter forwards, the bulk of a step's cost when target and drafter
+are both small. Verification is unchanged, so decoding stays lossless.
 
 Bookkeeping: `fed[b]` counts the tokens whose drafter K/V is valid. After a step with k of gamma drafts accepted the
 drafter has fed root, d1 .. d_{gamma-1}, of which root, d1 .. dk are committed, so the valid count is
@@ -12,6 +17,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from jspec.errors import UserError
 from jspec.methods.base import Context, Method
 from jspec.models.cache import KVCache, causal_block_mask
 from jspec.tree import chain
@@ -31,6 +37,13 @@ class DraftModel(Method):
     name: str = "draft_model"
     drafter: nnx.GraphDef | None = None
     gamma: int = 4
+    min_confidence: float = 0.0  # stop drafting after a draft the drafter gives less probability (0: always gamma)
+
+    def __post_init__(self):
+        if self.gamma < 1:
+            raise UserError(f"draft_model gamma must be >= 1, got {self.gamma}")
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise UserError(f"draft_model min confidence must be in [0, 1], got {self.min_confidence}")
 
     @property
     def tree_size(self) -> int:
@@ -61,19 +74,58 @@ class DraftModel(Method):
         h = ctx.history.shape[1]
         idx = jnp.clip(fed[:, None] + jnp.arange(PENDING), 0, h - 1)
         block = jnp.take_along_axis(ctx.history, idx, axis=1)
-        valid = jnp.arange(PENDING)[None, :] < pending[:, None]
+        unread = jnp.arange(PENDING)[None, :] < pending[:, None]
         hidden, cache, _ = model(block, fed[:, None] + jnp.arange(PENDING), state.cache,
-                                 causal_block_mask(fed, valid))
+                                 causal_block_mask(fed, unread))
         last = jnp.take_along_axis(hidden, (pending - 1)[:, None, None], axis=1)[:, 0]
-        token = jnp.argmax(model.logits(last), axis=-1).astype(jnp.int32)
+        logits = model.logits(last)
+        token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
         fed = fed + pending
-        drafts = [token]
-        for _ in range(self.gamma - 1):  # static unroll: gamma is small
-            hidden, cache, _ = model(token[:, None], fed[:, None], cache,
-                                     causal_block_mask(fed, jnp.ones_like(token, bool)[:, None]))
-            token = jnp.argmax(model.logits(hidden[:, 0]), axis=-1).astype(jnp.int32)
-            fed = fed + 1
-            drafts.append(token)
-        tokens = jnp.stack([ctx.root, *drafts], axis=1)
-        tree = chain(tokens, jnp.ones(tokens.shape, bool))
+        if self.min_confidence > 0:
+            drafts, valid, cache, fed = self._adaptive_chain(model, token, _confident(logits, self.min_confidence),
+                                                             cache, fed)
+        else:
+            drafts = [token]
+            for _ in range(self.gamma - 1):  # static unroll: gamma is small
+                token, cache, fed = _draft_next(model, token, cache, fed)
+                drafts.append(token)
+            drafts, valid = jnp.stack(drafts, axis=1), jnp.ones((token.shape[0], self.gamma), bool)
+        tokens = jnp.concatenate([ctx.root[:, None], drafts], axis=1)
+        tree = chain(tokens, jnp.concatenate([jnp.ones_like(valid[:, :1]), valid], axis=1))
         return tree, DrafterState(cache=dataclasses.replace(cache, lengths=fed), fed=fed)
+
+    def _adaptive_chain(self, model, first, keep, cache, fed):
+        """Drafts 2..gamma while some row is still confident. Draft i is valid iff every earlier draft of its row
+        was confident; rows that stopped still feed their own chain (their K/V past the verified prefix is never
+        counted as valid, see the module docstring)."""
+        b = first.shape[0]
+        drafts = jnp.zeros((b, self.gamma), jnp.int32).at[:, 0].set(first)
+        valid = jnp.zeros((b, self.gamma), bool).at[:, 0].set(True)
+
+        def body(carry):
+            i, token, keep, drafts, valid, cache, fed = carry
+            token, logits, cache, fed = _draft_next(model, token, cache, fed, with_logits=True)
+            drafts = drafts.at[:, i].set(token)
+            valid = valid.at[:, i].set(keep)
+            return i + 1, token, keep & _confident(logits, self.min_confidence), drafts, valid, cache, fed
+
+        carry = (jnp.ones((), jnp.int32), first, keep, drafts, valid, cache, fed)
+        _, _, _, drafts, valid, cache, fed = jax.lax.while_loop(
+            lambda c: (c[0] < self.gamma) & jnp.any(c[2]), body, carry)
+        return drafts, valid, cache, fed
+
+
+def _draft_next(model, token, cache, fed, with_logits: bool = False):
+    """Feeds each row's last draft and drafts the next token greedily."""
+    hidden, cache, _ = model(token[:, None], fed[:, None], cache,
+                             causal_block_mask(fed, jnp.ones_like(token, bool)[:, None]))
+    logits = model.logits(hidden[:, 0])
+    token = jnp.argmax(logits, axis=-1).astype(jnp.int32)
+    return (token, logits, cache, fed + 1) if with_logits else (token, cache, fed + 1)
+
+
+def _confident(logits, min_confidence: float):
+    """Whether the drafter's top token has probability >= min_confidence."""
+    logits = logits.astype(jnp.float32)
+    top_logprob = jnp.max(logits, axis=-1) - jax.nn.logsumexp(logits, axis=-1)
+    return top_logprob >= jnp.log(min_confidence)
