@@ -2,8 +2,9 @@
 # The tree-engine figures on a lent GPU machine, after the model chunks were staged there (scripts/device_stage.sh):
 #
 #   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs (or MODELS), datasets
-#   bash bench/h200_issue3.sh bench    # jspec bench: 5 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
-#                                      # (draft_model_adaptive: --draft-confidence DRAFT_CONFIDENCE, default 0.5)
+#   bash bench/h200_issue3.sh bench    # jspec bench: 6 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
+#                                      # (draft_model_adaptive: --draft-confidence DRAFT_CONFIDENCE, default 0.5;
+#                                      # draft_model_tree: --draft-top-k DRAFT_TOP_K, default 3)
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
 #   bash bench/h200_issue3.sh tr       # vanilla + token_recycling only (same tasks): per-prompt loop / outside-loop time
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
@@ -26,7 +27,8 @@ case "${1:?setup|bench|tr|breakdown|costs}" in
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv ;;
   bench)
     python3 -m jspec.cli bench --model qwen2.5-coder-1.5b \
-      --methods vanilla,pld,token_recycling,draft_model,draft_model_adaptive --draft-confidence "${DRAFT_CONFIDENCE:-0.5}" \
+      --methods vanilla,pld,token_recycling,draft_model,draft_model_adaptive,draft_model_tree \
+      --draft-confidence "${DRAFT_CONFIDENCE:-0.5}" --draft-top-k "${DRAFT_TOP_K:-3}" \
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench" \
       > "$out/bench.log" 2>&1 || { tail -c 4000 "$out/bench.log"; exit 1; }
     cat "$out/bench/summary.md" ;;

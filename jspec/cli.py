@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--draft-confidence", type=float, default=None, metavar="P",
                      help="draft_model: stop the chain after a draft the drafter gives probability < P "
                      "(default: always draft gamma = 4)")
+    gen.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=None, metavar="K",
+                     help="draft_model: grow a 16-slot dynamic tree, K children per node, instead of a chain")
     _add_tail_arguments(gen)
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
@@ -65,7 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", default="smollm2-135m")
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
                        "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
-                       "--candidates, draft_model_adaptive is draft_model with --draft-confidence")
+                       "--candidates, draft_model_adaptive is draft_model with --draft-confidence, "
+                       "draft_model_tree is draft_model with --draft-top-k")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
                        "alpaca, xsum, sharegpt")
     bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")
@@ -86,6 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "base logits of each draft row)")
     bench.add_argument("--draft-confidence", type=float, default=0.5, metavar="P",
                        help="draft_model_adaptive: stop the chain after a draft the drafter gives probability < P")
+    bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
+                       help="draft_model_tree: a 16-slot dynamic tree with K children per node")
     _add_tail_arguments(bench)
     bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                        help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
@@ -237,7 +242,7 @@ def run_generate(args) -> None:
     # Validate the name and options before anything heavy is loaded.
     options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split),
                **_tail_options((args.method,), args), **_candidates_option(args.method, args.candidates),
-               **_draft_confidence_option(args.method, args.draft_confidence)}
+               **_draft_model_options(args.method, args.draft_confidence, args.draft_top_k)}
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -300,6 +305,8 @@ def run_bench(args) -> None:
         get_method("domino", candidates=args.candidates)
     if "draft_model_adaptive" in methods:
         get_method("draft_model", min_confidence=args.draft_confidence)
+    if "draft_model_tree" in methods:
+        get_method("draft_model", top_k=args.draft_top_k)
     tail_options = _tail_options(methods, args)
     if tail_options:
         get_method("graft_tail", **tail_options)
@@ -327,6 +334,7 @@ def run_bench(args) -> None:
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
                       candidates=args.candidates, draft_confidence=args.draft_confidence,
+                      draft_top_k=args.draft_top_k,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
                       dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
     out = pathlib.Path(args.out)
@@ -504,12 +512,11 @@ def _candidates_option(method: str, candidates: int | None) -> dict:
     return {"candidates": candidates}
 
 
-def _draft_confidence_option(method: str, confidence: float | None) -> dict:
-    if confidence is None:
-        return {}
-    if method != "draft_model":
-        raise UserError("--draft-confidence applies to --method draft_model only")
-    return {"min_confidence": confidence}
+def _draft_model_options(method: str, confidence: float | None, top_k: int | None) -> dict:
+    options = {k: v for k, v in (("min_confidence", confidence), ("top_k", top_k)) if v is not None}
+    if options and method != "draft_model":
+        raise UserError("--draft-confidence and --draft-top-k apply to --method draft_model only")
+    return options
 
 
 def _add_tail_arguments(parser) -> None:

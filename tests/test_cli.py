@@ -304,10 +304,12 @@ def test_bench_bad_method_options(args, keywords, tmp_path):
                      id="negative-tail-threshold"),
         pytest.param(["--method", "pld", "--candidates", "8"], ["--candidates", "domino"], id="candidates-without-domino"),
         pytest.param(["--method", "domino", "--candidates", "0"], ["--candidates"], id="candidates-zero"),
-        pytest.param(["--method", "pld", "--draft-confidence", "0.5"], ["--draft-confidence", "draft_model"],
+        pytest.param(["--method", "pld", "--draft-confidence", "0.5"], ["--draft-confidence", "--draft-top-k", "draft_model"],
                      id="draft-confidence-without-draft-model"),
         pytest.param(["--method", "draft_model", "--draft-confidence", "-1"], ["min confidence", "[0, 1]"],
                      id="draft-confidence-negative"),
+        pytest.param(["--method", "draft_model", "--draft-top-k", "2", "--draft-confidence", "0.5"],
+                     ["applies to the chain"], id="draft-tree-with-confidence"),
     ],
 )
 def test_generate_bad_method_options(args, keywords):

@@ -118,12 +118,15 @@ def test_first_tokens_follow_the_target_distribution(tiny, name):
     assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3
 
 
-def test_adaptive_draft_model_follows_the_target_distribution(tiny):
-    """draft_model with a confidence-adaptive chain: rows stop drafting at different points of the same step."""
+@pytest.mark.parametrize("options", [{"min_confidence": 0.5}, {"top_k": 2, "budget": 5}],
+                         ids=["adaptive-chain", "tree"])
+def test_draft_model_variants_follow_the_target_distribution(tiny, options):
+    """draft_model with a confidence-adaptive chain (rows stop drafting at different points of the same step) and
+    with a dynamic tree (several children per node, the deterministic-candidate rule over siblings)."""
     cfg, graphdef, params = tiny
     target = LoadedModel(name="tiny", cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
                          chat=False)
-    method, method_params = build("draft_model", target, drafter="truncate:1", gamma=3, min_confidence=0.5)
+    method, method_params = build("draft_model", target, drafter="truncate:1", gamma=3, **options)
     counts, mat = sample_counts(graphdef, params, method, method_params)
     assert mat > 1.03
     assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3

@@ -31,6 +31,7 @@ class BenchConfig:
     fixed_split: int = 40  # draft nodes kept every step by `graft_fixed` (graft without adaptive pruning)
     candidates: int = 64  # correction candidates of `domino_topk` (domino restricted to each row's top-k base logits)
     draft_confidence: float = 0.5  # `draft_model_adaptive`: the chain stops after a draft below this probability
+    draft_top_k: int = 3  # `draft_model_tree`: children per node of draft_model's dynamic tree
     method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
     graft_tail_options: tuple[tuple[str, object], ...] = ()  # e.g. (("threshold", 0.5), ("tail", "tree"))
     dflash_drafter: str | None = None  # DFlash (or Domino) checkpoint of dflash, and of graft_tail
@@ -41,7 +42,7 @@ class BenchConfig:
 def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: bool = True) -> list[dict]:
     """Writes `results.jsonl` (one record per method x prompt) under `out_dir` and returns the records."""
     methods = ("vanilla",) + tuple(m for m in cfg.methods if m != "vanilla")
-    drafters = {**dict.fromkeys(("draft_model", "draft_model_adaptive"), cfg.drafter),
+    drafters = {**dict.fromkeys(("draft_model", "draft_model_adaptive", "draft_model_tree"), cfg.drafter),
                 **dict.fromkeys(EAGLE3_METHODS + ("graft_fixed",), cfg.eagle3_drafter),
                 "dflash": cfg.dflash_drafter, "domino": cfg.domino_drafter, "domino_topk": cfg.domino_drafter,
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
@@ -49,6 +50,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
     options["domino_topk"] = {"candidates": cfg.candidates}
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
+    options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
     options["graft_tail"] = dict(cfg.graft_tail_options)
     if "eagle3" in methods and {"graft", "graft_fixed", "eagle3_pruned"} & set(methods):
         # The dense baseline grows the same tree Graft prunes (Graft drafts deeper than eagle3's default).
@@ -100,8 +102,9 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
 def method_of(label: str) -> str:
     """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split,
     `domino_topk` domino with a candidate-restricted correction, `draft_model_adaptive` draft_model with a
-    confidence-adaptive chain)."""
-    return {"graft_fixed": "graft", "domino_topk": "domino", "draft_model_adaptive": "draft_model"}.get(label, label)
+    confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree)."""
+    return {"graft_fixed": "graft", "domino_topk": "domino", "draft_model_adaptive": "draft_model",
+            "draft_model_tree": "draft_model"}.get(label, label)
 
 
 def _encode(model: LoadedModel, prompts: list[dict], max_tokens: int) -> list[dict]:
