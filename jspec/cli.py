@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--candidates", type=_positive_int("--candidates"), default=None, metavar="K",
                      help="domino / graft_tail with a Domino drafter: correct only the K highest base logits of "
                      "each draft row (default: the full vocabulary)")
+    gen.add_argument("--gru-table", action="store_true",
+                     help="domino / graft_tail with a Domino drafter: gather the GRU input gates from a precomputed "
+                     "[vocab, 3 x GRU width] table instead of a GEMV per draft")
     gen.add_argument("--draft-confidence", type=float, default=None, metavar="P",
                      help="draft_model: stop the chain after a draft the drafter gives probability < P "
                      "(default: always draft gamma = 4)")
@@ -86,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "every step, the rest retrieved)")
     bench.add_argument("--candidates", type=_positive_int("--candidates"), default=64, metavar="K",
                        help="correction candidates of the domino_topk method (domino correcting only the K highest "
-                       "base logits of each draft row)")
+                       "base logits of each draft row, GRU inputs gathered from a precomputed table)")
     bench.add_argument("--draft-confidence", type=float, default=0.5, metavar="P",
                        help="draft_model_adaptive: stop the chain after a draft the drafter gives probability < P")
     bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
@@ -243,6 +246,8 @@ def run_generate(args) -> None:
     options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split),
                **_tail_options((args.method,), args), **_candidates_option(args.method, args.candidates),
                **_draft_model_options(args.method, args.draft_confidence, args.draft_top_k)}
+    if args.gru_table and args.method not in ("domino", "graft_tail"):
+        raise UserError("--gru-table applies to --method domino and graft_tail only")
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -263,7 +268,8 @@ def run_generate(args) -> None:
     if cache_len > model.cfg.max_position:
         raise UserError(f"--max-cache-len {cache_len} exceeds the context length of {model.name} "
                         f"({model.cfg.max_position} tokens)")
-    method, method_params = build(args.method, model, args.drafter, **options)
+    method, method_params = build(args.method, model, args.drafter, **options,
+                                  **({"gru_table": True} if args.gru_table else {}))
     chat = model.chat and not args.raw
     encoded = [encode_record(model.tokenizer, rec, chat) for rec in records]
     method_state = method.load_state(args.method_state) if args.method_state else None

@@ -294,6 +294,17 @@ def test_candidate_restricted_domino_greedy_equals_vanilla(tiny_target):
                                 **KW).tokens == vanilla
 
 
+def test_domino_with_the_gru_input_table_greedy_equals_vanilla(tiny_target):
+    m = tiny_target
+    method, params = dflash_method("domino", m, random_drafter("domino"), candidates=3, gru_table=True)
+    assert params["gru_table"].shape == (V, 3 * 16)
+    vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
+    assert speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_params=params,
+                                **KW).tokens == vanilla
+    with pytest.raises(UserError, match="GRU input table"):
+        dflash_method("dflash", m, random_drafter("domino"), gru_table=True)
+
+
 def test_candidates_need_a_domino_head_and_fit_the_vocabulary(tiny_target):
     with pytest.raises(UserError, match="no correction head"):
         dflash_method("graft_tail", tiny_target, random_drafter("dflash"), candidates=4)

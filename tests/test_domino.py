@@ -173,6 +173,19 @@ def test_candidate_drafts_are_the_best_corrected_candidates(inputs):
     assert np.any(np.asarray(drafts) != np.argmax(base, -1))  # the head still moves drafts within the candidates
 
 
+@pytest.mark.parametrize("candidates", [0, 4])
+def test_gru_input_table_drafts_like_the_w_ih_gemv(inputs, candidates):
+    """`input_table` rows are W_ih · E[token]: drafting from the table gives the GEMV's drafts (float32)."""
+    w = head_tensors(2)
+    embed, hidden, base, bonus = inputs
+    head = make_head(w)
+    args = _j(embed, hidden, base, bonus)
+    table = head.input_table(args[0])
+    np.testing.assert_allclose(np.asarray(table), embed @ w["prefix_gru.weight_ih_l0"].T, rtol=1e-4, atol=1e-4)
+    kw = dict(platform="reference", candidates=candidates)
+    np.testing.assert_array_equal(np.asarray(head.draft(*args, table=table, **kw)), np.asarray(head.draft(*args, **kw)))
+
+
 def test_sampled_candidate_drafts_stay_among_the_candidates(inputs):
     w = head_tensors(1)
     embed, hidden, base, bonus = inputs

@@ -29,7 +29,7 @@ class BenchConfig:
     drafter: str | None = None  # draft_model's drafter
     eagle3_drafter: str | None = None  # the EAGLE-3 checkpoint directory of eagle3, eagle3_pruned and graft
     fixed_split: int = 40  # draft nodes kept every step by `graft_fixed` (graft without adaptive pruning)
-    candidates: int = 64  # correction candidates of `domino_topk` (domino restricted to each row's top-k base logits)
+    candidates: int = 64  # `domino_topk`: domino correcting each row's top-k base logits, GRU inputs from the table
     draft_confidence: float = 0.5  # `draft_model_adaptive`: the chain stops after a draft below this probability
     draft_top_k: int = 3  # `draft_model_tree`: children per node of draft_model's dynamic tree
     method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
@@ -48,7 +48,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
-    options["domino_topk"] = {"candidates": cfg.candidates}
+    options["domino_topk"] = {"candidates": cfg.candidates, "gru_table": True}  # Domino's fast head
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
     options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
     options["graft_tail"] = dict(cfg.graft_tail_options)
@@ -101,7 +101,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
 
 def method_of(label: str) -> str:
     """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split,
-    `domino_topk` domino with a candidate-restricted correction, `draft_model_adaptive` draft_model with a
+    `domino_topk` domino with a candidate-restricted correction and the GRU input table, `draft_model_adaptive` draft_model with a
     confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree)."""
     return {"graft_fixed": "graft", "domino_topk": "domino", "draft_model_adaptive": "draft_model",
             "draft_model_tree": "draft_model"}.get(label, label)

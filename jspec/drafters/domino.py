@@ -61,21 +61,27 @@ class DominoHead(nnx.Module):
         w_z = self.w_z
         return jnp.einsum("bnh,rh->bnr", hidden.astype(w_z.dtype), w_z, preferred_element_type=jnp.float32)
 
+    def input_table(self, embed: Float[Array, "V H"]) -> Float[Array, "V G3"]:
+        """E · W_ihᵀ: the GRU input gates of every token, in the weight dtype (what `draft(table=...)` gathers)."""
+        w_ih = self.w_ih[...]
+        return jnp.einsum("vh,gh->vg", embed.astype(w_ih.dtype), w_ih,
+                          preferred_element_type=jnp.float32).astype(w_ih.dtype)
+
     def draft(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"], base: Float[Array, "B N V"],
               bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None,
-              candidates: int = 0) -> Int[Array, "B N"]:
+              candidates: int = 0, table: Float[Array, "V G3"] | None = None) -> Int[Array, "B N"]:
         """The N drafts after `bonus`, given the backbone states and base logits of the N draft rows.
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
         draft i from its full corrected logits (sampled drafting). `candidates` = k > 0 corrects only each row's k
-        highest base logits and drafts among them (`domino_draft_candidates`).
+        highest base logits and drafts among them (`domino_draft_candidates`). `table` (`input_table`) replaces the
+        per-step W_ih GEMV by a row gather.
         """
+        args = (base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s, self.w2[...])
         if candidates:
-            return domino_draft_candidates(base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...],
-                                           self.w_s, self.w2[...], prefix_len=self.cfg.prefix_len,
-                                           candidates=candidates, choose=choose or greedy)
-        return domino_draft(base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s,
-                            self.w2[...], prefix_len=self.cfg.prefix_len, choose=choose, platform=platform)
+            return domino_draft_candidates(*args, prefix_len=self.cfg.prefix_len, candidates=candidates,
+                                           choose=choose or greedy, table=table)
+        return domino_draft(*args, prefix_len=self.cfg.prefix_len, choose=choose, platform=platform, table=table)
 
     def teacher_forced_logits(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],
                               base: Float[Array, "B N V"], prev: Int[Array, "B N"]) -> Float[Array, "B N V"]:

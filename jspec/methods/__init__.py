@@ -75,10 +75,13 @@ def eagle3_method(target, graphdef, drafter_params, name: str = "eagle3", **opti
     return method, {"drafter": drafter_params, "embed": target.params["embed"][...]}
 
 
-def dflash_method(name: str, target, drafter, **options) -> tuple[Method, Any]:
+def dflash_method(name: str, target, drafter, *, gru_table: bool = False, **options) -> tuple[Method, Any]:
     """A dflash / domino / graft_tail method around a DFlashDrafter or DominoDrafter module for `target` (embedding
     and LM head shared). `dflash` on a Domino drafter runs its backbone alone (the head-off ablation); graft_tail
-    drafts through the head when there is one."""
+    drafts through the head when there is one.
+
+    `gru_table`: precompute the Domino GRU's input gates of every token, E · W_ihᵀ ([V, 3G], vocabulary × 3 × GRU
+    width more parameters), so each draft step gathers a row instead of running the W_ih GEMV."""
     from flax import nnx
 
     from jspec.drafters.domino import DominoDrafter
@@ -100,7 +103,13 @@ def dflash_method(name: str, target, drafter, **options) -> tuple[Method, Any]:
     method = get_method(name, drafter=nnx.graphdef(drafter), taps=cfg.tap_layers, block_size=cfg.block_size,
                         shift_label=cfg.shift_label, mask_token_id=cfg.mask_token_id, **options)
     head = target.params["lm_head"] if "lm_head" in target.params else target.params["embed"]
-    return method, {"drafter": nnx.state(drafter), "embed": target.params["embed"][...], "lm_head": head[...]}
+    params = {"drafter": nnx.state(drafter), "embed": target.params["embed"][...], "lm_head": head[...]}
+    if gru_table:
+        if not isinstance(drafter, DominoDrafter) or name == "dflash":
+            raise UserError(f"{name} drafts without a Domino head: the GRU input table applies to domino and "
+                            "graft_tail with a Domino drafter")
+        params["gru_table"] = drafter.head.input_table(params["embed"])
+    return method, params
 
 
 def get_method(name: str, **options) -> Method:

@@ -142,4 +142,4 @@ class Domino(DFlash):
 
     def _draft(self, model, params, rows, base, root, key):
         return model.head.draft(params["embed"], rows, base, root, choose=self._choose(key), platform=self.kernel,
-                                candidates=self.candidates)
+                                candidates=self.candidates, table=params.get("gru_table"))
