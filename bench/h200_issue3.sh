@@ -6,7 +6,8 @@
 #                                      # (draft_model_adaptive: --draft-confidence DRAFT_CONFIDENCE, default 0.5;
 #                                      # draft_model_tree: --draft-top-k DRAFT_TOP_K, default 3)
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
-#   bash bench/h200_issue3.sh tr       # vanilla + token_recycling only (same tasks): per-prompt loop / outside-loop time
+#   bash bench/h200_issue3.sh tr       # vanilla + token_recycling (60 and 81 slots), same tasks: loop / outside-loop
+#                                      # time per prompt
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
@@ -33,7 +34,7 @@ case "${1:?setup|bench|tr|breakdown|costs}" in
       > "$out/bench.log" 2>&1 || { tail -c 4000 "$out/bench.log"; exit 1; }
     cat "$out/bench/summary.md" ;;
   tr)
-    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling \
+    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling,token_recycling_full \
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench_tr" \
       > "$out/bench_tr.log" 2>&1 || { tail -c 4000 "$out/bench_tr.log"; exit 1; }
     cat "$out/bench_tr/summary.md" ;;

@@ -71,7 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
                        "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
                        "--candidates, draft_model_adaptive is draft_model with --draft-confidence, "
-                       "draft_model_tree is draft_model with --draft-top-k")
+                       "draft_model_tree is draft_model with --draft-top-k, token_recycling_full is token_recycling "
+                       "with the whole 81-slot template")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
                        "alpaca, xsum, sharegpt")
     bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")

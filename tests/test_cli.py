@@ -415,15 +415,15 @@ def test_calibrate_then_generate_with_the_saved_state(loaded, tmp_path):
 @real_model
 def test_bench_writes_results_summary_and_plot(loaded, tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "jspec.cli", "bench", "--methods", "vanilla,pld,token_recycling",
+    proc = subprocess.run([sys.executable, "-m", "jspec.cli", "bench", "--methods", "vanilla,pld,token_recycling_full",
                            "--dataset", "humaneval", "--limit", "2", "--max-new-tokens", "8", "--dtype", "float32",
                            "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [(r["method"], r["dataset"]) for r in rows] == [(m, "humaneval") for m in
-                                                          ("vanilla", "vanilla", "pld", "pld", "token_recycling",
-                                                           "token_recycling")]
+                                                          ("vanilla", "vanilla", "pld", "pld", "token_recycling_full",
+                                                           "token_recycling_full")]
     assert all(r["identical"] for r in rows)  # greedy float32: lossless
     summary = (out / "summary.md").read_text()
-    assert "| humaneval | token_recycling | 2 |" in summary and "100%" in summary
+    assert "| humaneval | token_recycling_full | 2 |" in summary and "100%" in summary  # the 81-slot template
     assert (out / "summary.png").stat().st_size > 1000

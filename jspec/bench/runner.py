@@ -13,6 +13,7 @@ from jspec.bench.divergence import divergence_gap
 from jspec.errors import UserError
 from jspec.methods import EAGLE3_METHODS, build
 from jspec.methods.graft import Eagle3Pruned
+from jspec.retrieval.templates import TR_SIZE
 from jspec.models.loading import LoadedModel
 from jspec.runner import run_batch
 from jspec.sampling import Sampling
@@ -51,6 +52,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     options["domino_topk"] = {"candidates": cfg.candidates, "gru_table": True}  # Domino's fast head
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
     options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
+    options["token_recycling_full"] = {"budget": TR_SIZE}  # the paper's whole 2.2.2 template
     options["graft_tail"] = dict(cfg.graft_tail_options)
     if "eagle3" in methods and {"graft", "graft_fixed", "eagle3_pruned"} & set(methods):
         # The dense baseline grows the same tree Graft prunes (Graft drafts deeper than eagle3's default).
@@ -102,9 +104,10 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
 def method_of(label: str) -> str:
     """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split,
     `domino_topk` domino with a candidate-restricted correction and the GRU input table, `draft_model_adaptive` draft_model with a
-    confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree)."""
+    confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree, `token_recycling_full`
+    token_recycling with the whole 81-slot template instead of the 60-slot budget)."""
     return {"graft_fixed": "graft", "domino_topk": "domino", "draft_model_adaptive": "draft_model",
-            "draft_model_tree": "draft_model"}.get(label, label)
+            "draft_model_tree": "draft_model", "token_recycling_full": "token_recycling"}.get(label, label)
 
 
 def _encode(model: LoadedModel, prompts: list[dict], max_tokens: int) -> list[dict]:
