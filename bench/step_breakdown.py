@@ -17,11 +17,16 @@ cannot know, like the real decode loop's "every row done" condition. End-of-sequ
 
 `--contexts 2048,8192` times every part at those context lengths instead (the prompt repeated to length): the
 verify / decode ratio of the tree-engine issue. `JSPEC_ATTENTION=reference|pallas` picks the attention kernel.
+
+`--weights random` builds the preset's architecture with random weights (no GGUF needed: costs do not depend on weight
+values; the prompt is random token ids). `--profile` also traces one `decode`, `verify` and `step` loop with
+jax.profiler and writes, per method and context, a table of the device kernels per iteration (profile_*.md).
 """
 
 import argparse
 import dataclasses
 import json
+import tempfile
 import os
 import pathlib
 import sys
@@ -35,12 +40,15 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.method_args import add_method_arguments, built_methods  # noqa: E402
 from bench.timing import timed  # noqa: E402
+from bench.trace_summary import format_table, summarize  # noqa: E402
 from jspec.bench.datasets import load_prompts  # noqa: E402
 from jspec.bench.runner import _encode  # noqa: E402
 from jspec.methods.base import Context  # noqa: E402
 from jspec.models.cache import BlockMask  # noqa: E402
 from jspec.models.decoder import attention_kernel  # noqa: E402
-from jspec.models.loading import load_model  # noqa: E402
+from jspec.config import model_preset  # noqa: E402
+from jspec.models.decoder import Decoder  # noqa: E402
+from jspec.models.loading import LoadedModel, load_model  # noqa: E402
 from jspec.sampling import Sampling  # noqa: E402
 from jspec.spec_decode import _concat, _prefill_jit, _spec_step  # noqa: E402
 from jspec.verify import choose_and_accept, commit_kv  # noqa: E402
@@ -61,8 +69,20 @@ def loop(body, steps: int, data_dependent: bool = False):
     return lambda carry, inputs: run(carry, inputs, jnp.asarray(steps, jnp.int32))
 
 
+PARTS = ("decode", "step", "propose", "verify", "observe", "commit", "decode_while", "step_while")
+
+
+def random_model(name: str, dtype: str) -> LoadedModel:
+    """The preset's exact architecture with random weights (step costs do not depend on the weights' values)."""
+    cfg = model_preset(name).config
+    graphdef, params = nnx.split(Decoder(cfg, dtype=jnp.dtype(dtype), rngs=nnx.Rngs(0)))
+    return LoadedModel(name=name, cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype=dtype, chat=False)
+
+
 def breakdown(model_bundle, method, method_params, method_state, prompt: list[int], steps: int, reps: int,
-              max_cache_len: int) -> dict[str, float]:
+              max_cache_len: int, profile: list[str] | None = None,
+              parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+    """ms per step of each part; with `profile`, also appends a kernel table per traced part to that list."""
     graphdef, params = model_bundle.graphdef, model_bundle.params
     sampling = Sampling()
     state = _prefill_jit(graphdef, params, jnp.asarray([prompt]), jnp.asarray([len(prompt)]), jax.random.key(0),
@@ -81,7 +101,20 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
             return body(nnx.merge(graphdef, p), mp, c, f)
 
         timed_loop = loop(with_model, steps, data_dependent)
-        return 1e3 * timed(timed_loop, carry, (params, method_params, fixed), n=reps) / steps
+        ms = 1e3 * timed(timed_loop, carry, (params, method_params, fixed), n=reps) / steps
+        return ms, timed_loop, (carry, (params, method_params, fixed))
+
+    # On a CPU run (smoke test) the host's events stand in for kernels.
+    device = "/device:GPU:0" if jax.devices()[0].platform == "gpu" else "/host:CPU"
+
+    def traced(name: str, body, carry, fixed=()) -> float:
+        ms, run, args = per_step(body, carry, fixed)
+        if profile is not None:
+            with tempfile.TemporaryDirectory() as trace_dir:
+                with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+                    jax.block_until_ready(run(*args))
+                profile.append(f"### {name} ({ms:.3f} ms / step timed)\n\n{format_table(summarize(trace_dir, device), steps)}")
+        return ms
 
     def step_body(model, mp, s, _):
         return _spec_step(model, method, mp, s, sampling, (), max_cache_len)
@@ -124,14 +157,17 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
         return tree, logits, acc, features
 
     tree, logits, acc, features = first_step(params, method_params, state)
-    rows = {"decode": per_step(decode_body, state), "step": per_step(step_body, state),
-            "decode_while": per_step(decode_body, state, data_dependent=True),
-            "step_while": per_step(step_body, state, data_dependent=True),
-            "propose": per_step(propose_body, (state, state.method_state)),
-            "verify": per_step(verify_body, (state, jnp.zeros((), jnp.int32)), tree),
-            "observe": per_step(observe_body, state.method_state, (tree, logits, acc, features)),
-            "commit": per_step(commit_body, state.cache, acc)}
-    rows["other"] = rows["step"] - sum(rows[k] for k in ("propose", "verify", "observe", "commit"))
+    timers = {"decode": lambda: traced("decode", decode_body, state),
+              "step": lambda: traced("step", step_body, state),
+              "decode_while": lambda: per_step(decode_body, state, data_dependent=True)[0],
+              "step_while": lambda: per_step(step_body, state, data_dependent=True)[0],
+              "propose": lambda: per_step(propose_body, (state, state.method_state))[0],
+              "verify": lambda: traced("verify", verify_body, (state, jnp.zeros((), jnp.int32)), tree),
+              "observe": lambda: per_step(observe_body, state.method_state, (tree, logits, acc, features))[0],
+              "commit": lambda: per_step(commit_body, state.cache, acc)[0]}
+    rows = {part: timers[part]() for part in parts}
+    if {"step", "propose", "verify", "observe", "commit"} <= rows.keys():
+        rows["other"] = rows["step"] - sum(rows[k] for k in ("propose", "verify", "observe", "commit"))
     return rows
 
 
@@ -143,10 +179,20 @@ def main():
     ap.add_argument("--max-cache-len", type=int, default=2048)
     ap.add_argument("--contexts", type=lambda s: [int(x) for x in s.split(",") if x], default=[],
                     help="context lengths to time at (the prompt repeated to that length); default: the prompt as is")
+    ap.add_argument("--parts", type=lambda s: tuple(s.split(",")), default=PARTS,
+                    help=f"which parts to time (default all: {','.join(PARTS)})")
+    ap.add_argument("--weights", choices=("real", "random"), default="real")
+    ap.add_argument("--profile", action="store_true", help="also write per-kernel tables (jax.profiler)")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
-    model = load_model(args.model, dtype=args.dtype)
-    prompt = _encode(model, load_prompts(args.dataset, 1), 1024)[0]["ids"]
+    if unknown := set(args.parts) - set(PARTS):
+        ap.error(f"unknown --parts {sorted(unknown)}; choose from {','.join(PARTS)}")
+    if args.weights == "random":
+        model = random_model(args.model, args.dtype)
+        prompt = [int(t) for t in jax.random.randint(jax.random.key(1), (300,), 100, model.cfg.vocab_size - 100)]
+    else:
+        model = load_model(args.model, dtype=args.dtype)
+        prompt = _encode(model, load_prompts(args.dataset, 1), 1024)[0]["ids"]
     prompts = {len(prompt): prompt} if not args.contexts else {n: (prompt * (n // len(prompt) + 1))[:n]
                                                                for n in args.contexts}
     rows = []
@@ -155,23 +201,32 @@ def main():
             cache_len = max(args.max_cache_len, context + 256)  # room for the largest tree past the context
             s = (method.init_state(params, 1, cache_len) if state is None else
                  method.resume_state(params, state, 1, cache_len))
-            parts = breakdown(model, method, params, s, ids, args.steps, args.reps, cache_len)
+            tables = [] if args.profile else None
+            parts = breakdown(model, method, params, s, ids, args.steps, args.reps, cache_len, tables,
+                              args.parts)
+            if tables:
+                out_dir = pathlib.Path(args.out)
+                out_dir.mkdir(parents=True, exist_ok=True)
+                (out_dir / f"profile_{name}_{context}.md").write_text(
+                    f"# {name}, context {context}, {jax.devices()[0].device_kind}\n\n" + "\n\n".join(tables) + "\n")
             rows.append({"method": name, "context": context, **parts})
             print(name, context, {k: round(v, 3) for k, v in parts.items()}, flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
-              "model": args.model, "dtype": args.dtype, "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
+              "model": args.model, "weights": args.weights, "dtype": args.dtype, "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
               "ms_per_step": rows}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "step_breakdown.json").write_text(json.dumps(report, indent=2))
-    cols = ("decode", "step", "propose", "verify", "observe", "commit", "other", "decode_while", "step_while")
+    cols = [c for c in ("decode", "step", "propose", "verify", "observe", "commit", "other", "decode_while",
+                        "step_while") if c in rows[0]]
     print(f"{report['device']}  {args.model} {args.dtype}  attention={report['attention']}  ms per step "
           f"({args.steps}-step loops)")
-    print("| method | context | " + " | ".join(cols) + " | step / decode | verify / decode |\n|---|---|"
-          + "---|" * (len(cols) + 2))
+    ratios = [(f"{k} / decode", k) for k in ("step", "verify") if k in cols and "decode" in cols]
+    print("| method | context | " + " | ".join(cols + [name for name, _ in ratios]) + " |\n|---|---|"
+          + "---|" * (len(cols) + len(ratios)))
     for r in rows:
         print(f"| {r['method']} | {r['context']} | " + " | ".join(f"{r[c]:.3f}" for c in cols)
-              + f" | {r['step'] / r['decode']:.2f} | {r['verify'] / r['decode']:.2f} |")
+              + "".join(f" | {r[k] / r['decode']:.2f}" for _, k in ratios) + " |")
 
 
 if __name__ == "__main__":

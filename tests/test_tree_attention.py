@@ -140,6 +140,17 @@ def test_gpu_kernel_many_splits_and_small_blocks():
     assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
 
 
+@pytest.mark.parametrize("kernel", ["reference", "gpu", "tpu"])
+def test_layer_of_a_whole_cache(kernel):
+    """`layer=`: the kernels take the [L, B, S, K, D] cache and use that layer only (the GPU kernel in place)."""
+    case = Case(16, 8, 2, 128, cache_len=256)
+    q, k, v, start, block = make_inputs(case, seed=55)
+    others = jnp.full((3, *k.shape), jnp.nan, k.dtype)  # the other layers must never be read
+    k_all, v_all = others.at[2].set(k), others.at[2].set(v)
+    out = tree_attention(q, k_all, v_all, start, block, layer=2, kernel=kernel, interpret=True)
+    assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+
+
 def test_padding_rows_get_zeros_from_kernels():
     q, k, v, start, block = make_inputs(Case(7, 4, 2, 64), seed=60)
     block = block.at[0, 2].set(False).at[0, :, 2].set(False)  # row 0 starts at 0: query 2 sees nothing
@@ -172,5 +183,7 @@ def test_unsupported_shapes_fall_back_to_reference():
 @pytest.mark.parametrize("case", CASES, ids=str)
 def test_kernel_on_device(case):
     q, k, v, start, block = make_inputs(case, seed=80 + CASES.index(case))
-    out = tree_attention(q, k, v, start, block, kernel=jax.default_backend())
-    assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+    ref = tree_attention_reference(q, k, v, start, block)
+    assert_close(tree_attention(q, k, v, start, block, kernel=jax.default_backend()), ref, case.dtype)
+    k_all, v_all = jnp.stack([v, k]), jnp.stack([k, v])  # layer 1 of a two-layer cache
+    assert_close(tree_attention(q, k_all, v_all, start, block, layer=1, kernel=jax.default_backend()), ref, case.dtype)

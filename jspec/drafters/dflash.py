@@ -21,7 +21,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from jspec.config import AttentionShape, ModelConfig, RopeConfig
 from jspec.errors import UserError
-from jspec.models.cache import BlockMask, KVCache
+from jspec.models.cache import BlockMask, KVCache, write_new_tokens
 from jspec.models.decoder import MLP, RMSNorm, attention_kernel
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 from pallas_kernels.tree_attention.api import tree_attention
@@ -158,17 +158,16 @@ class DFlashLayer(nnx.Module):
         """Keys/values of projected target features (the same k/v weights as the block, no input norm)."""
         return self._keys_values(self._project(ctx, slice(self.cfg.q_size, None)), cos, sin)
 
-    def __call__(self, x, cos, sin, layer: int, cache: KVCache, rows, slots, mask: BlockMask):
+    def __call__(self, x, cos, sin, layer: int, cache: KVCache, mask: BlockMask):
         cfg = self.cfg
         b, t, _ = x.shape
         qkv = self._project(self.input_norm(x), slice(None))
         q = self.q_norm(qkv[..., : cfg.q_size].reshape(b, t, cfg.num_heads, cfg.head_dim))
         q = apply_rope(q, cos, sin)
         k, v = self._keys_values(qkv[..., cfg.q_size :], cos, sin)
-        k_all = cache.k.at[layer, rows, slots].set(k.astype(cache.k.dtype), mode="drop")
-        v_all = cache.v.at[layer, rows, slots].set(v.astype(cache.v.dtype), mode="drop")
-        out = tree_attention(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.start, mask.block,
-                             kernel=attention_kernel())
+        k_all = write_new_tokens(cache.k, layer, k, mask)
+        v_all = write_new_tokens(cache.v, layer, v, mask)
+        out = tree_attention(q, k_all, v_all, mask.start, mask.block, layer=layer, kernel=attention_kernel())
         out = jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...])
         if self.o_bias is not None:
             out = out + self.o_bias[...]
@@ -217,11 +216,9 @@ class DFlashDrafter(nnx.Module):
         positions = start[:, None] + jnp.arange(t, dtype=start.dtype)[None, :]
         mask = BlockMask(start=start, block=jnp.ones((b, t, t), bool))  # non-causal inside the block
         cos, sin = self._rope(positions)
-        rows = jnp.broadcast_to(jnp.arange(b)[:, None], (b, t))
-        slots = mask.write_slots(cache.max_len)
         x = jnp.take(embed_table, tokens, axis=0).astype(dtype)
         for i, layer in enumerate(self.layers):
-            x, cache = layer(x, cos, sin, i, cache, rows, slots, mask)
+            x, cache = layer(x, cos, sin, i, cache, mask)
         return self.norm(x), cache
 
     def init_cache(self, batch: int, max_len: int, dtype=jnp.bfloat16) -> KVCache:

@@ -16,7 +16,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 from jspec.config import AttentionShape, ModelConfig, RopeConfig
 from jspec.errors import UserError
-from jspec.models.cache import BlockMask, KVCache
+from jspec.models.cache import BlockMask, KVCache, write_new_tokens
 from jspec.models.decoder import MLP, RMSNorm, attention_kernel
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 from pallas_kernels.tree_attention.api import tree_attention
@@ -101,10 +101,8 @@ class Eagle3Layer(nnx.Module):
         q = apply_rope(q.reshape(b, t, cfg.num_heads, cfg.head_dim), cos, sin)
         k = apply_rope(k.reshape(b, t, cfg.num_kv_heads, cfg.head_dim), cos, sin)
         v = v.reshape(b, t, cfg.num_kv_heads, cfg.head_dim)
-        rows = jnp.broadcast_to(jnp.arange(b)[:, None], (b, t))
-        slots = mask.write_slots(cache.max_len)
-        k_all = cache.k.at[0, rows, slots].set(k.astype(cache.k.dtype), mode="drop")
-        v_all = cache.v.at[0, rows, slots].set(v.astype(cache.v.dtype), mode="drop")
+        k_all = write_new_tokens(cache.k, 0, k, mask)
+        v_all = write_new_tokens(cache.v, 0, v, mask)
         # Tree drafting uses windows wider than the new tokens, which only the reference takes; square masks follow
         # the target's kernel policy.
         out = tree_attention(q, k_all[0].astype(q.dtype), v_all[0].astype(q.dtype), mask.start, mask.block,

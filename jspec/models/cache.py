@@ -86,3 +86,38 @@ def causal_block_mask(start: Int[Array, " B"], valid: Bool[Array, "B T"]) -> Blo
     t = valid.shape[1]
     causal = jnp.tril(jnp.ones((t, t), bool))
     return BlockMask(start=start, block=causal[None] & valid[:, :, None] & valid[:, None, :])
+
+
+def write_new_tokens(buf: Float[Array, "L B S K D"], layer: int, new: Float[Array, "B T K D"],
+                     mask: BlockMask) -> Float[Array, "L B S K D"]:
+    """`buf` with new token j of row b at slot `start[b] + offset + j` of `layer`, as `mask.write_slots` says:
+    padding tokens and slots past the end leave the cache as it was.
+
+    Each row's T slots are contiguous, so they are written as one window per row (a dynamic-update-slice at batch 1,
+    a window scatter otherwise) rather than a per-token scatter, which costs more on a GPU (tree verification runs
+    two per layer). Near the end the window is moved back to fit and the committed slots it then covers keep their
+    values.
+    """
+    b, t = new.shape[:2]
+    s = buf.shape[2]
+    if t > s:  # no window fits: per-token scatter, which drops what does not fit
+        rows = jnp.broadcast_to(jnp.arange(b)[:, None], (b, t))
+        return buf.at[layer, rows, mask.write_slots(s)].set(new.astype(buf.dtype), mode="drop")
+    first = mask.start.astype(jnp.int32) + mask.offset
+    win_start = jnp.clip(first, 0, s - t)
+    src = jnp.arange(t)[None, :] - (first - win_start)[:, None]  # [B, T]: the new token landing at each window slot
+    src_c = jnp.clip(src, 0, t - 1)
+    take = (src >= 0) & jnp.take_along_axis(mask.valid, src_c, axis=1)
+    moved = jnp.take_along_axis(new, src_c[:, :, None, None], axis=1).astype(buf.dtype)
+    k, d = buf.shape[3:]
+    if b == 1:
+        at = (layer, 0, win_start[0], 0, 0)
+        old = jax.lax.dynamic_slice(buf, at, (1, 1, t, k, d))[0]
+        return jax.lax.dynamic_update_slice(buf, jnp.where(take[..., None, None], moved, old)[None], at)
+    old = jax.vmap(lambda row, at: jax.lax.dynamic_slice(row, (at, 0, 0), (t, k, d)))(buf[layer], win_start)
+    window = jnp.where(take[..., None, None], moved, old)
+    zeros = jnp.zeros((b,), jnp.int32)
+    index = jnp.stack([zeros + layer, jnp.arange(b, dtype=jnp.int32), win_start, zeros, zeros], axis=1)
+    dims = jax.lax.ScatterDimensionNumbers(update_window_dims=(1, 2, 3), inserted_window_dims=(0, 1),
+                                           scatter_dims_to_operand_dims=(0, 1, 2, 3, 4))
+    return jax.lax.scatter(buf, index, window, dims, indices_are_sorted=True, unique_indices=True)

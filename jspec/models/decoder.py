@@ -13,7 +13,7 @@ from flax import nnx
 from jaxtyping import Array, Float, Int
 
 from jspec.config import ModelConfig
-from jspec.models.cache import BlockMask, KVCache
+from jspec.models.cache import BlockMask, KVCache, write_new_tokens
 from jspec.models.rope import apply_rope, inverse_frequencies, rope_tables
 from pallas_kernels.tree_attention.api import tree_attention
 
@@ -51,7 +51,7 @@ class Attention(nnx.Module):
         self.q_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
         self.k_norm = RMSNorm(cfg.head_dim, cfg.rms_norm_eps, dtype) if cfg.qk_norm else None
 
-    def __call__(self, x, cos, sin, layer, k_all, v_all, write_rows, write_slots, mask: BlockMask):
+    def __call__(self, x, cos, sin, layer, k_all, v_all, mask: BlockMask):
         cfg = self.cfg
         b, t, _ = x.shape
         qkv = jnp.einsum("btd,fd->btf", x, self.qkv[...])
@@ -64,11 +64,10 @@ class Attention(nnx.Module):
         if self.q_norm is not None:
             q, k = self.q_norm(q), self.k_norm(k)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        # Slots past the cache end (padding, overflow) are dropped rather than clamped onto real entries.
-        # Scatter straight into the [L, B, S, K, D] cache so XLA updates the donated buffer in place.
-        k_all = k_all.at[layer, write_rows, write_slots].set(k.astype(k_all.dtype), mode="drop")
-        v_all = v_all.at[layer, write_rows, write_slots].set(v.astype(v_all.dtype), mode="drop")
-        out = tree_attention(q, k_all[layer].astype(q.dtype), v_all[layer].astype(q.dtype), mask.start, mask.block,
+        # Straight into the [L, B, S, K, D] cache so that XLA updates the donated buffer in place.
+        k_all = write_new_tokens(k_all, layer, k, mask)
+        v_all = write_new_tokens(v_all, layer, v, mask)
+        out = tree_attention(q, k_all, v_all, mask.start, mask.block, layer=layer,
                              kernel=attention_kernel() if mask.is_square else "reference")
         return jnp.einsum("btf,df->btd", out.reshape(b, t, cfg.q_size), self.o[...]), k_all, v_all
 
@@ -90,8 +89,8 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps, dtype)
         self.mlp = MLP(cfg, dtype, rngs)
 
-    def __call__(self, x, cos, sin, layer, k_all, v_all, write_rows, write_slots, mask):
-        h, k_all, v_all = self.attn(self.input_norm(x), cos, sin, layer, k_all, v_all, write_rows, write_slots, mask)
+    def __call__(self, x, cos, sin, layer, k_all, v_all, mask):
+        h, k_all, v_all = self.attn(self.input_norm(x), cos, sin, layer, k_all, v_all, mask)
         x = x + h
         return x + self.mlp(self.post_attn_norm(x)), k_all, v_all
 
@@ -124,12 +123,10 @@ class Decoder(nnx.Module):
             raise ValueError(f"tap layers {taps} out of range for {self.cfg.num_layers} layers")
         x = jnp.take(self.embed[...], tokens, axis=0)
         cos, sin = rope_tables(positions, jnp.asarray(self.inv_freq, jnp.float32), self.rope_scale)
-        rows = jnp.broadcast_to(jnp.arange(tokens.shape[0])[:, None], tokens.shape)
-        write_slots = mask.write_slots(cache.max_len)
         k_all, v_all = cache.k, cache.v
         tapped = {}
         for i, layer in enumerate(self.layers):
-            x, k_all, v_all = layer(x, cos, sin, i, k_all, v_all, rows, write_slots, mask)
+            x, k_all, v_all = layer(x, cos, sin, i, k_all, v_all, mask)
             if i in taps:
                 tapped[i] = x
         return self.norm(x), KVCache(k=k_all, v=v_all, lengths=cache.lengths), tuple(tapped[i] for i in taps)

@@ -41,21 +41,30 @@ def choose_kernel(kernel: str | None = None) -> str:
     return choice
 
 
-def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v: Float[Array, "B S K D"],
+def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v: Float[Array, "*L B S K D"],
                    start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
-                   kernel: str | None = None, interpret=False, **tuning) -> Float[Array, "B T H D"]:
+                   layer: int | None = None, kernel: str | None = None, interpret=False,
+                   **tuning) -> Float[Array, "B T H D"]:
     """GQA attention of T new tokens per row over a KV cache that already holds them at slots start..start+T-1.
 
     Query i of row b sees slot s iff `s < start[b]` (committed prefix) or `block[b, i, s - start[b]]` for
     `start[b] <= s < start[b] + T`; slots from `start[b] + T` on are never read. Query head h uses kv head
     `h // (H // K)`. Softmax in f32, output in q's dtype; a query that sees nothing gets zeros. `tuning` goes to the
     kernel (block_k, and num_splits / num_warps / num_stages on GPU).
+
+    `layer`: `k` and `v` are a whole [L, B, S, K, D] cache of which this layer is used. The GPU kernel then reads it
+    in place; elsewhere it is sliced (XLA fuses the slice into the reference; the TPU kernel gets a copy).
     """
     name = choose_kernel(kernel)
+    if layer is not None and (name != "gpu" or k.dtype != q.dtype):
+        k, v, layer = k[layer].astype(q.dtype), v[layer].astype(q.dtype), None
     if name == "reference":
         return tree_attention_reference(q, k, v, start, block, sm_scale=sm_scale)
     fn, unsupported = _KERNELS[name]
-    if reason := unsupported(q, k):
+    if reason := unsupported(q, k if layer is None else jax.ShapeDtypeStruct(k.shape[1:], k.dtype)):
         warnings.warn(f"tree_attention: {name} kernel falls back to the reference: {reason}", stacklevel=2)
-        return tree_attention_reference(q, k, v, start, block, sm_scale=sm_scale)
+        k, v = (k, v) if layer is None else (k[layer], v[layer])
+        return tree_attention_reference(q, k.astype(q.dtype), v.astype(q.dtype), start, block, sm_scale=sm_scale)
+    if layer is not None:
+        tuning["layer"] = layer
     return fn(q, k, v, start, block, sm_scale=sm_scale, interpret=interpret, **tuning)

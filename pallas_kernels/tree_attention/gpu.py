@@ -114,19 +114,27 @@ def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Floa
     return jnp.pad(rows, ((0, 0), (0, 0), (0, rows_pad - rows.shape[2]), (0, 0)))
 
 
-@functools.partial(jax.jit, static_argnames=("sm_scale", "block_k", "num_splits", "num_warps", "num_stages",
-                                             "interpret"))
-def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v: Float[Array, "B S K D"],
+@functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "block_r", "block_k", "num_splits", "num_warps",
+                                             "num_stages", "interpret"))
+def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v: Float[Array, "*L B S K D"],
                        start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
-                       block_k: int | None = None, num_splits: int | None = None, num_warps: int | None = None,
-                       num_stages: int = 2, interpret: bool = False) -> Float[Array, "B T H D"]:
-    """See `api.tree_attention`; the tuning arguments default to heuristics for an H200."""
-    if reason := unsupported(q, k):
+                       layer: int | None = None, block_r: int | None = None, block_k: int | None = None,
+                       num_splits: int | None = None, num_warps: int | None = None, num_stages: int = 2,
+                       interpret: bool = False) -> Float[Array, "B T H D"]:
+    """See `api.tree_attention`; the tuning arguments default to heuristics for an H200.
+
+    With `layer`, `k` and `v` are a whole [L, B, S, K, D] cache and the kernel reads that layer's blocks in place:
+    slicing first would hand the custom call a copy of the layer (two per layer and step)."""
+    if layer is None:
+        k, v, layer = k[None], v[None], 0  # a free reshape
+    if reason := unsupported(q, k[layer]):
         raise ValueError(f"tree_attention_gpu: {reason}")
     b, t, h, d = q.shape
-    s, kv_heads = k.shape[1], k.shape[2]
+    s, kv_heads = k.shape[2], k.shape[3]
     groups = h // kv_heads
-    block_r = min(MAX_ROWS, max(MIN_ROWS, 1 << (t * groups - 1).bit_length()))
+    block_r = block_r or min(MAX_ROWS, max(MIN_ROWS, 1 << (t * groups - 1).bit_length()))
+    if not _pow2(block_r) or block_r < MIN_ROWS:
+        raise ValueError(f"tree_attention_gpu: block_r {block_r} is not a power of two >= {MIN_ROWS}")
     rows_pad = round_up(t * groups, block_r)
     n_row_blocks = rows_pad // block_r
     block_k = block_k or default_block_k(s, block_r)
@@ -148,8 +156,8 @@ def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "B S K D"], v
         in_specs=[
             pl.BlockSpec((None,), lambda bi, hi, ri, si: (bi,)),
             pl.BlockSpec((None, None, block_r, d), lambda bi, hi, ri, si: (bi, hi, ri, 0)),
-            pl.BlockSpec((None, s, None, d), lambda bi, hi, ri, si: (bi, 0, hi, 0)),
-            pl.BlockSpec((None, s, None, d), lambda bi, hi, ri, si: (bi, 0, hi, 0)),
+            pl.BlockSpec((None, None, s, None, d), lambda bi, hi, ri, si: (layer, bi, 0, hi, 0)),
+            pl.BlockSpec((None, None, s, None, d), lambda bi, hi, ri, si: (layer, bi, 0, hi, 0)),
             pl.BlockSpec((None, block_r, width), lambda bi, hi, ri, si: (bi, ri, 0)),
         ],
         out_specs=[
