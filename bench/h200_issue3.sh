@@ -2,14 +2,14 @@
 # The tree-engine figures on a lent GPU machine, after the model chunks were staged there (scripts/device_stage.sh):
 #
 #   bash bench/h200_issue3.sh setup    # gguf wheel, reassemble + sha256-check both GGUFs (or MODELS), datasets
-#   bash bench/h200_issue3.sh bench    # jspec bench: 6 methods x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
+#   bash bench/h200_issue3.sh bench    # jspec bench: 6 methods (or METHODS) x humaneval/gsm8k/mtbench, 20 prompts, 256 tokens
 #                                      # (draft_model_adaptive: --draft-confidence DRAFT_CONFIDENCE, default 0.5;
 #                                      # draft_model_tree: --draft-top-k DRAFT_TOP_K, default 3)
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
 #   bash bench/h200_issue3.sh tr       # vanilla + token_recycling (60 and 81 slots), same tasks: loop / outside-loop
 #                                      # time per prompt
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
-#                                        # data-dependent while_loop like the decode loop
+#                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
@@ -28,7 +28,7 @@ case "${1:?setup|bench|tr|breakdown|costs}" in
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv ;;
   bench)
     python3 -m jspec.cli bench --model qwen2.5-coder-1.5b \
-      --methods vanilla,pld,token_recycling,draft_model,draft_model_adaptive,draft_model_tree \
+      --methods "${METHODS:-vanilla,pld,token_recycling,draft_model,draft_model_adaptive,draft_model_tree}" \
       --draft-confidence "${DRAFT_CONFIDENCE:-0.5}" --draft-top-k "${DRAFT_TOP_K:-3}" \
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench" \
       > "$out/bench.log" 2>&1 || { tail -c 4000 "$out/bench.log"; exit 1; }
@@ -40,7 +40,7 @@ case "${1:?setup|bench|tr|breakdown|costs}" in
     cat "$out/bench_tr/summary.md" ;;
   breakdown)
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 --methods token_recycling \
-      --contexts 150,300,600 --max-cache-len 768 --out "$out/breakdown" 2>&1 | tail -n 5 ;;
+      --contexts 150,300,600 --max-cache-len 768 --profile --out "$out/breakdown" 2>&1 | tail -n 5 ;;
   costs)
     for attention in reference pallas; do  # verify(60) / decode inside jitted loops (donated cache), 2K and 8K
       JSPEC_ATTENTION=$attention python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 \
