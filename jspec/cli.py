@@ -70,7 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", default="smollm2-135m")
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
                        "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
-                       "--candidates, draft_model_adaptive is draft_model with --draft-confidence, "
+                       "--candidates, domino_headless is the --domino-drafter's backbone alone (the head-off "
+                       "ablation), draft_model_adaptive is draft_model with --draft-confidence, "
                        "draft_model_tree is draft_model with --draft-top-k, token_recycling_full is token_recycling "
                        "with the whole 81-slot template")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
@@ -182,7 +183,7 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
     if command == "domino":
         p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
         p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
-        p.add_argument("--curriculum-fraction", type=float, default=0.5,
+        p.add_argument("--curriculum-fraction", type=float, default=1.0,
                        help="fraction of the steps over which the base-loss share falls from 1 to 0")
         p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
         p.add_argument("--ttt", action="store_true",
@@ -326,7 +327,7 @@ def run_bench(args) -> None:
             raise UserError(f"--method-state names {name!r}, which is not among --methods")
         method_states.append((name, path))
     block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter, "domino_topk": args.domino_drafter,
-                      "graft_tail": args.dflash_drafter or args.domino_drafter}
+                      "domino_headless": args.domino_drafter, "graft_tail": args.dflash_drafter or args.domino_drafter}
     for m in set(methods) & set(block_drafters):
         if not block_drafters[m]:
             raise UserError(f"{m} needs a checkpoint directory: "

@@ -284,6 +284,8 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
                      id="state-for-absent-method"),
         pytest.param(["--methods", "graft_fixed", "--fixed-split", "0"], ["--fixed-split"], id="fixed-split-zero"),
         pytest.param(["--methods", "domino_topk"], ["domino_topk", "--domino-drafter"], id="domino-topk-without-drafter"),
+        pytest.param(["--methods", "domino_headless"], ["domino_headless", "--domino-drafter"],
+                     id="domino-headless-without-drafter"),
         pytest.param(["--methods", "pld", "--tail", "tree"], ["--tail", "graft_tail"], id="tail-without-graft-tail"),
         pytest.param(["--methods", "graft_tail", "--dflash-drafter", "d", "--tail-threshold", "1.5"],
                      ["threshold", "[0, 1]"], id="tail-threshold-out-of-range"),

@@ -18,6 +18,7 @@ from jspec.drafters.domino import DominoConfig, DominoDrafter
 from jspec.errors import UserError
 from jspec.io.dflash_checkpoint import build_drafter, load_dflash_checkpoint, save_dflash_checkpoint
 from jspec.methods import build, dflash_method
+from jspec.methods.base import Context
 from jspec.methods.dflash import DFlash
 from jspec.models.cache import KVCache, causal_block_mask
 from jspec.models.decoder import Decoder
@@ -303,6 +304,32 @@ def test_domino_with_the_gru_input_table_greedy_equals_vanilla(tiny_target):
                                 **KW).tokens == vanilla
     with pytest.raises(UserError, match="GRU input table"):
         dflash_method("dflash", m, random_drafter("domino"), gru_table=True)
+
+
+def test_dflash_on_a_domino_checkpoint_is_the_head_off_ablation(tiny_target):
+    """`dflash` on a Domino drafter (bench label domino_headless) drafts from the backbone's base logits alone: the
+    block Domino drafts once its correction is zeroed, and not the one its head drafts."""
+    m = tiny_target
+    rng = np.random.default_rng(5)
+    prompt = rng.integers(0, 90, 9).tolist()
+    features = jnp.asarray(rng.normal(size=(1, 8, CFG.feature_size)), jnp.float32)
+
+    def drafts(name, drafter):
+        method, params = dflash_method(name, m, drafter)
+        n = len(prompt) - 1
+        state = method.prefill(params, method.init_state(params, 1, 32), jnp.asarray([prompt[:n]]),
+                               jnp.asarray([n]), jnp.asarray(prompt[n:]), features)
+        ctx = Context(root=jnp.asarray(prompt[n:]), history=jnp.zeros((1, 32), jnp.int32),
+                      history_len=jnp.asarray([n + 1]), lengths=jnp.asarray([n]))
+        tree, _ = jax.jit(method.propose)(params, state, ctx)
+        return np.asarray(tree.tokens)
+
+    drafter = random_drafter("domino", seed=3)
+    drafter.head.w2[...] = drafter.head.w2[...] * 400.0  # a correction strong enough to change the drafts
+    headless, corrected = drafts("dflash", drafter), drafts("domino", drafter)
+    drafter.head.w2[...] = jnp.zeros_like(drafter.head.w2[...])
+    np.testing.assert_array_equal(headless, drafts("domino", drafter))
+    assert not np.array_equal(headless, corrected)
 
 
 def test_candidates_need_a_domino_head_and_fit_the_vocabulary(tiny_target):

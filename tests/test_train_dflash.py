@@ -182,7 +182,7 @@ def test_loss_falls_and_acceptance_rises(trained, kind):
     assert evals[-1]["loss"] < evals[0]["loss"] and evals[-1]["accept_len"] > evals[0]["accept_len"]
     assert len(evals[-1]["acc"]) == (4 if kind == "domino" else 3)  # drafts per block
     if kind == "domino":
-        assert [r["lambda"] for r in train] == pytest.approx([1 - 4 / 15, 1 - 9 / 15, 1 - 14 / 15, 0.0, 0.0, 0.0])
+        assert [r["lambda"] for r in train] == pytest.approx([1 - (s - 1) / 30 for s in (5, 10, 15, 20, 25, 30)])
         assert {"base_loss", "base_acc", "base_accept_len"} <= set(evals[-1])
     assert (out / "training.png").stat().st_size > 10_000
 

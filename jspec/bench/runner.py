@@ -46,6 +46,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     drafters = {**dict.fromkeys(("draft_model", "draft_model_adaptive", "draft_model_tree"), cfg.drafter),
                 **dict.fromkeys(EAGLE3_METHODS + ("graft_fixed",), cfg.eagle3_drafter),
                 "dflash": cfg.dflash_drafter, "domino": cfg.domino_drafter, "domino_topk": cfg.domino_drafter,
+                "domino_headless": cfg.domino_drafter,
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
@@ -103,10 +104,12 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
 
 def method_of(label: str) -> str:
     """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split,
-    `domino_topk` domino with a candidate-restricted correction and the GRU input table, `draft_model_adaptive` draft_model with a
+    `domino_topk` domino with a candidate-restricted correction and the GRU input table, `domino_headless` the Domino
+    checkpoint's backbone alone (dflash on it: the head-off ablation), `draft_model_adaptive` draft_model with a
     confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree, `token_recycling_full`
     token_recycling with the whole 81-slot template instead of the 60-slot budget)."""
-    return {"graft_fixed": "graft", "domino_topk": "domino", "draft_model_adaptive": "draft_model",
+    return {"graft_fixed": "graft", "domino_topk": "domino", "domino_headless": "dflash",
+            "draft_model_adaptive": "draft_model",
             "draft_model_tree": "draft_model", "token_recycling_full": "token_recycling"}.get(label, label)
 
 
