@@ -8,11 +8,11 @@ step, then argmax), for the whole greedy draft loop of one block and for one ste
 The loop variants also run with the precomputed GRU input table E · W_ih^T ([V, 3G]; what the official CUDA-graph
 runner gathers from) instead of the per-step W_ih GEMV. Every kernel's drafts are compared with the reference's
 (bf16 near-ties may flip a token; the count of differing rows is reported). `--candidates` adds the loop that
-corrects only each row's k highest base logits (`domino_draft_candidates`, table input): its drafts may differ from
-the full head's by design. Times are medians over `--reps`, each the
-mean over `--inner` calls chained in one jitted loop (device time, no host dispatch in between). Prints a markdown
-table and writes `domino_head_speed.json` under --out. Paper figure for comparison: head 2.64 ms -> 1.20 ms (Qwen3-8B,
-Triton + CUDA graph, algorithms.md §1.4).
+corrects only each row's k highest base logits (table input), both as the XLA loop and with one fused kernel per
+draft (`candidates-k-fused`, gpu_loop.py): their drafts may differ from the full head's by design. Times are
+medians over `--reps`, each the mean over `--inner` calls chained in one jitted loop (device time, no host dispatch
+in between). Prints a markdown table and writes `domino_head_speed.json` under --out. Paper figure for comparison:
+head 2.64 ms -> 1.20 ms (Qwen3-8B, Triton + CUDA graph, algorithms.md §1.4).
 """
 
 import argparse
@@ -29,7 +29,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.timing import timed  # noqa: E402
 from pallas_kernels.domino_step import correction_argmax, domino_draft  # noqa: E402
-from pallas_kernels.domino_step.reference import correction_argmax_reference, domino_draft_candidates  # noqa: E402
+from pallas_kernels.domino_step import domino_draft_candidates  # noqa: E402
+from pallas_kernels.domino_step.reference import (correction_argmax_reference,  # noqa: E402
+                                                  domino_draft_candidates_reference)
 
 
 def per_call(fn, args: tuple, reps: int, inner: int) -> float:
@@ -57,16 +59,20 @@ def make_head(args, b: int, dtype):
     return weights, inputs
 
 
-def loop_fn(args, table: bool, candidates: int = 0, **kernel):
-    """hidden, base, bonus, weights -> drafts: W_z GEMM over the block rows, then the sequential loop."""
+def loop_fn(args, table: bool, candidates: int = 0, fused_candidates: bool = False, **kernel):
+    """hidden, base, bonus, weights -> drafts: W_z GEMM over the block rows, then the sequential loop.
+    `fused_candidates`: the candidate loop with one fused GPU kernel per draft (gpu_loop.py)."""
 
     def run(hidden, base, bonus, weights):
         z_part = jnp.einsum("bnh,rh->bnr", hidden, weights["w_z"], preferred_element_type=jnp.float32)
         gi_table = weights["table"] if table else None
         common = dict(prefix_len=args.prefix, table=gi_table)
         w = (weights["embed"], weights["w_ih"], weights["w_hh"], weights["w_s"], weights["w2"])
+        if candidates and fused_candidates:
+            return domino_draft_candidates(base, z_part, bonus, *w, **common, candidates=candidates, platform="gpu",
+                                           interpret=args.smoke)
         if candidates:
-            return domino_draft_candidates(base, z_part, bonus, *w, **common, candidates=candidates)
+            return domino_draft_candidates_reference(base, z_part, bonus, *w, **common, candidates=candidates)
         if kernel:
             return domino_draft(base, z_part, bonus, *w, **common, **kernel)
         return domino_draft(base, z_part, bonus, *w, **common, platform="reference")
@@ -110,12 +116,15 @@ def bench_batch(args, b: int, dtype) -> list[dict]:
         rows.append(dict(case, impl=impl, table=table, config=config, rows_differing=differ, loop_us=1e6 * t_loop,
                          step_us=1e6 * t_step, step_w2_gb_s=w2_bytes / t_step / 1e9))
 
-    for k in args.candidates:
-        fn = jax.jit(loop_fn(args, table=True, candidates=k))
+    for k, fused in itertools.product(args.candidates, (False, True)):
+        if fused and jax.default_backend() == "tpu":
+            continue  # the fused candidate loop is a GPU kernel
+        fn = jax.jit(loop_fn(args, table=True, candidates=k, fused_candidates=fused))
         drafts = np.asarray(fn(*loop_args))
-        rows.append(dict(case, impl=f"candidates-{k}", table=True, config={}, rows_differing=int(np.sum(np.any(
-            drafts != expect, axis=1))), loop_us=1e6 * per_call(fn, loop_args, args.reps, args.inner), step_us=None,
-            step_w2_gb_s=None))
+        rows.append(dict(case, impl=f"candidates-{k}" + ("-fused" if fused else ""), table=True, config={},
+                         rows_differing=int(np.sum(np.any(drafts != expect, axis=1))),
+                         loop_us=1e6 * per_call(fn, loop_args, args.reps, args.inner), step_us=None,
+                         step_w2_gb_s=None))
     for table in (False, True):
         record("unfused", {}, table, None)
         for kw in kernel_configs(args):
@@ -158,7 +167,7 @@ def main():
     ap.add_argument("--inner", type=int, default=20)
     args = ap.parse_args()
     if args.smoke:
-        args.vocab, args.hidden, args.gru, args.rank, args.drafts = 1000, 32, 16, 16, 4
+        args.vocab, args.hidden, args.gru, args.rank, args.drafts = 1000, 32, 256, 16, 4  # G: the fused loop's minimum
         args.batches, args.reps, args.inner = "1,2", 2, 1
     elif jax.default_backend() not in ("gpu", "cuda", "rocm", "tpu"):
         sys.exit("needs a GPU or TPU (or pass --smoke)")

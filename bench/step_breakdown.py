@@ -13,7 +13,8 @@ After the prefill of one HumanEval prompt, each row times `--steps` iterations c
 - `commit`: the target cache compaction of the accepted path.
 `other` = step − (propose + verify + observe + commit): the loop's bookkeeping and what fusion across the parts
 saves or costs. `decode_while` and `step_while` time decode and step again in a `while_loop` whose trip count XLA
-cannot know, like the real decode loop's "every row done" condition. End-of-sequence stops are disabled so that every iteration does a full step.
+cannot know, like the real decode loop's "every row done" condition. End-of-sequence stops are disabled so that
+every iteration does a full step.
 
 `--contexts 2048,8192` times every part at those context lengths instead (the prompt repeated to length): the
 verify / decode ratio of the tree-engine issue. `JSPEC_ATTENTION=reference|pallas` picks the attention kernel.
@@ -113,7 +114,8 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
             with tempfile.TemporaryDirectory() as trace_dir:
                 with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
                     jax.block_until_ready(run(*args))
-                profile.append(f"### {name} ({ms:.3f} ms / step timed)\n\n{format_table(summarize(trace_dir, device), steps)}")
+                table = format_table(summarize(trace_dir, device), steps)
+                profile.append(f"### {name} ({ms:.3f} ms / step timed)\n\n{table}")
         return ms
 
     def step_body(model, mp, s, _):
@@ -212,7 +214,8 @@ def main():
             rows.append({"method": name, "context": context, **parts})
             print(name, context, {k: round(v, 3) for k, v in parts.items()}, flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
-              "model": args.model, "weights": args.weights, "dtype": args.dtype, "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
+              "model": args.model, "weights": args.weights, "dtype": args.dtype,
+              "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
               "ms_per_step": rows}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -17,8 +17,8 @@ from jaxtyping import Array, Float, Int
 
 from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
 from jspec.errors import UserError
-from pallas_kernels.domino_step import domino_draft, gru_step, input_gates
-from pallas_kernels.domino_step.reference import Choose, domino_draft_candidates, greedy
+from pallas_kernels.domino_step import domino_draft, domino_draft_candidates, gru_step, input_gates
+from pallas_kernels.domino_step.reference import Choose
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,13 +74,14 @@ class DominoHead(nnx.Module):
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
         draft i from its full corrected logits (sampled drafting). `candidates` = k > 0 corrects only each row's k
-        highest base logits and drafts among them (`domino_draft_candidates`). `table` (`input_table`) replaces the
+        highest base logits and drafts among them (`domino_draft_candidates`: greedy with a table runs one fused
+        kernel per draft on GPUs). `table` (`input_table`) replaces the
         per-step W_ih GEMV by a row gather.
         """
         args = (base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s, self.w2[...])
         if candidates:
             return domino_draft_candidates(*args, prefix_len=self.cfg.prefix_len, candidates=candidates,
-                                           choose=choose or greedy, table=table)
+                                           choose=choose, table=table, platform=platform)
         return domino_draft(*args, prefix_len=self.cfg.prefix_len, choose=choose, platform=platform, table=table)
 
     def teacher_forced_logits(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],

@@ -10,8 +10,9 @@ import jax
 from jax.experimental.pallas import tpu as pltpu
 from jaxtyping import Array, Float, Int
 
-from pallas_kernels.domino_step import gpu, tpu
-from pallas_kernels.domino_step.reference import (Choose, correction_argmax_reference, domino_draft_reference,
+from pallas_kernels.domino_step import gpu, gpu_loop, tpu
+from pallas_kernels.domino_step.reference import (Choose, candidate_inputs, correction_argmax_reference,
+                                                  domino_draft_candidates_reference, domino_draft_reference,
                                                   draft_loop, greedy)
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
@@ -47,3 +48,25 @@ def domino_draft(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bon
                       corrected_choice=lambda pre, base_i, i: correction_argmax(
                           pre, w2, base_i, platform=platform, interpret=interpret, **tuning),
                       plain_choice=greedy, table=table)
+
+
+def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
+                            embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
+                            w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
+                            choose: Choose | None = None, table: Float[Array, "V G3"] | None = None,
+                            platform: str | None = None, interpret: bool = False) -> Int[Array, "B N"]:
+    """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates).
+
+    Greedy drafting with a GRU input table runs one fused kernel per draft on GPUs (gpu_loop.py); sampled drafting,
+    no table, other platforms and shapes the kernel does not take run the XLA loop.
+    """
+    platform = platform or jax.default_backend()
+    fused = (choose is None and table is not None and platform in GPU_PLATFORMS
+             and gpu_loop.unsupported(base.shape[0], candidates, w_s.shape[0], w_hh.shape[1]) is None)
+    if not fused:
+        return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2,
+                                                 prefix_len=prefix_len, candidates=candidates,
+                                                 choose=choose or greedy, table=table)
+    cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
+    return gpu_loop.candidate_loop_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
+                                       prefix_len=prefix_len, interpret=interpret)

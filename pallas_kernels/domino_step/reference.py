@@ -119,7 +119,15 @@ def chunked_top_k(x: Float[Array, "... V"], k: int, chunk: int = 128
     return values, jnp.minimum(ids, v - 1)  # a -inf pad entry is only picked when a row has < k finite values
 
 
-def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
+def candidate_inputs(base: Float[Array, "B N V"], w2: Float[Array, "V R"], candidates: int
+                     ) -> tuple[Float[Array, "B N k"], Int[Array, "B N k"], Float[Array, "B N k R"]]:
+    """Each draft row's `candidates` highest base logits (best first), their token ids and their W2 rows."""
+    cand_base, cand = chunked_top_k(base.astype(jnp.float32), candidates)
+    return cand_base, cand, jnp.take(w2, cand, axis=0)
+
+
+def domino_draft_candidates_reference(base: Float[Array, "B N V"], z_part: Float[Array, "B N R"],
+                                      bonus: Int[Array, " B"],
                             embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose = greedy, table: Float[Array, "V G3"] | None = None) -> Int[Array, "B N"]:
@@ -130,8 +138,7 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     is chosen among them from `base + W2 · SiLU(pre)`, so a step reads k × R. With k = V the drafts equal
     `domino_draft_reference`'s (up to exact ties); any k keeps decoding lossless, since verification decides.
     """
-    cand_base, cand = chunked_top_k(base.astype(jnp.float32), candidates)  # [B, N, k], best first
-    cand_w2 = jnp.take(w2, cand, axis=0)  # [B, N, k, R]
+    cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
 
     def corrected(pre: Float[Array, "B R"], base_i: Float[Array, "B V"], i: int) -> Int[Array, " B"]:
         mid = jax.nn.silu(pre.astype(jnp.float32)).astype(w2.dtype)
