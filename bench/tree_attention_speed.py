@@ -26,6 +26,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from jspec.models.cache import BlockMask  # noqa: E402
+from pallas_kernels.tree_attention.gpu import default_layout as tree_attention_gpu_layout  # noqa: E402
 from pallas_kernels.tree_attention.gpu import tree_attention_gpu  # noqa: E402
 from pallas_kernels.tree_attention.reference import tree_attention_reference  # noqa: E402
 from pallas_kernels.tree_attention.testing import random_tree_masks  # noqa: E402
@@ -34,7 +35,7 @@ from pallas_kernels.tree_attention.tpu import tree_attention_tpu  # noqa: E402
 FULL = dict(heads=12, kv_heads=2, head_dim=128, contexts=(2048, 8192, 32768), chain=20, repeats=30)
 SMOKE = dict(heads=4, kv_heads=2, head_dim=64, contexts=(192, 320), chain=2, repeats=3)
 # --sweep: GPU kernel tuning grid at T = 60 (None: the kernel's heuristic)
-SWEEP = {"block_r": (32, 64, 128), "block_k": (32, 64, 128), "num_splits": (None, 8, 32), "num_warps": (4, 8)}
+SWEEP = {"layout": ("heads", "packed"), "block_k": (32, 64, 128), "num_splits": (None, 1, 8, 32), "num_warps": (4, 8)}
 # Called directly, not through the dispatcher: a silent fallback to the reference would make the timing meaningless.
 KERNELS = {"gpu": tree_attention_gpu, "tpu": tree_attention_tpu}
 
@@ -91,6 +92,10 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
         "reference": lambda q, k, v, s, b, m: tree_attention_reference(q, k, v, s, b),
         "dense_attend": lambda q, k, v, s, b, m: attend(q, k, v, m),
     }
+    if kernel == "gpu":  # the default layout for this T against the other one
+        other = "packed" if tree_attention_gpu_layout(t) == "heads" else "heads"
+        fns["kernel_other_layout"] = lambda q, k, v, s, b, m: tree_attention_gpu(q, k, v, s, b, layout=other,
+                                                                                 interpret=interpret)
     args = (q, k, v, start, block, dense)
     ref = np.asarray(jax.jit(fns["reference"])(*args), np.float32)
     out = np.asarray(jax.jit(fns["kernel"])(*args), np.float32)
@@ -98,7 +103,8 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
     if not np.allclose(out, ref, rtol=2e-2, atol=2e-2):
         raise AssertionError(f"kernel != reference at T={t} context={context}: max abs err {err}")
     kv_bytes = 2 * context * cfg["kv_heads"] * cfg["head_dim"] * 2
-    row = {"T": t, "context": context, "capacity": capacity, "kv_bytes": kv_bytes, "max_abs_err": err}
+    row = {"T": t, "context": context, "capacity": capacity, "kv_bytes": kv_bytes, "max_abs_err": err,
+           "layout": tree_attention_gpu_layout(t) if kernel == "gpu" else None}
     for name, fn in fns.items():
         sec = time_per_call(fn, args, cfg["chain"], cfg["repeats"])
         row[f"{name}_us"] = sec * 1e6
@@ -126,14 +132,15 @@ def sweep_gpu(args: tuple, cfg: dict) -> list[dict]:
 
 
 def markdown(rows: list[dict]) -> str:
-    cols = ["T", "context", "capacity", "kernel µs", "GB/s", "reference µs", "GB/s", "dense attend µs", "GB/s",
-            "speedup vs ref"]
+    cols = ["T", "context", "capacity", "layout", "kernel µs", "GB/s", "reference µs", "GB/s", "dense attend µs",
+            "GB/s", "speedup vs ref", "other layout µs"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
-        cells = [r["T"], r["context"], r["capacity"]]
+        cells = [r["T"], r["context"], r["capacity"], r["layout"] or ""]
         for name in ("kernel", "reference", "dense_attend"):
             cells += [f"{r[f'{name}_us']:.1f}", f"{r[f'{name}_GBps']:.0f}"]
         cells.append(f"{r['reference_us'] / r['kernel_us']:.2f}x")
+        cells.append(f"{r['kernel_other_layout_us']:.1f}" if "kernel_other_layout_us" in r else "")
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 

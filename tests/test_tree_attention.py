@@ -6,6 +6,7 @@ its own start (0, 1, 37, S - T) and some rows end in padded (invalid) tree slots
 """
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -97,11 +98,36 @@ def test_reference_padding_rows_are_zero():
     assert np.all(np.asarray(out[0, 3]) == 0)
 
 
+@pytest.mark.parametrize("layout", ["packed", "heads"])
 @pytest.mark.parametrize("case", CASES, ids=str)
-def test_gpu_kernel_matches_reference(case):
+def test_gpu_kernel_matches_reference(case, layout):
     q, k, v, start, block = make_inputs(case, seed=10 + CASES.index(case))
     ref = tree_attention_reference(q, k, v, start, block)
-    assert_close(tree_attention_gpu(q, k, v, start, block, interpret=True), ref, case.dtype)
+    assert_close(tree_attention_gpu(q, k, v, start, block, layout=layout, interpret=True), ref, case.dtype)
+
+
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_gpu_heads_layout_one_and_several_splits(num_splits):
+    """One split writes the output in place (masked rows past T); several go through the merge."""
+    case = Case(60, 12, 2, 128, cache_len=384)
+    q, k, v, start, block = make_inputs(case, seed=57)
+    out = tree_attention_gpu(q, k, v, start, block, layout="heads", num_splits=num_splits, block_k=32,
+                             interpret=True)
+    assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+
+
+@pytest.mark.parametrize("layout, t", [("heads", 60), ("packed", 60), ("packed", 1)])
+def test_gpu_kernel_lowers_for_h200(layout, t):
+    """Qwen2.5-1.5B attention on a [28, 1, 2304, 2, 128] cache lowers to Triton IR for an abstract H200."""
+    sds = jax.ShapeDtypeStruct
+    args = (sds((1, t, 12, 128), jnp.bfloat16), sds((28, 1, 2304, 2, 128), jnp.bfloat16),
+            sds((28, 1, 2304, 2, 128), jnp.bfloat16), sds((1,), jnp.int32), sds((1, t, t), jnp.bool_))
+    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
+    for splits in (1, None):
+        with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)):
+            lowered = jax.jit(functools.partial(tree_attention_gpu, layer=5, layout=layout, num_splits=splits)
+                              ).trace(*args).lower(lowering_platforms=("cuda",))
+        assert "tree_attention_gpu" in lowered.as_text()
 
 
 @pytest.mark.parametrize("case", CASES, ids=str)

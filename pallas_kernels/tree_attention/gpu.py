@@ -56,17 +56,15 @@ def default_num_splits(cache_len: int, block_k: int, rows_pad: int, programs_per
     return max(1, min(caps))
 
 
-def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t: int, block_k: int,
-            num_splits: int, sm_scale: float):
-    split = pl.program_id(3)
-    start = start_ref[()]
+def _attend(start, q, k_ref, v_ref, load_mask, split, *, t: int, block_k: int, num_splits: int, sm_scale: float):
+    """Online softmax of the rows `q` over this split's share of the row's KV blocks: (acc, max, sum), unnormalised.
+    `load_mask(col)` gives the tree-window mask of window columns col .. col + block_k (int8, rows x block_k)."""
     end = jnp.minimum(start + t, k_ref.shape[0])
     n_blocks = cdiv(end, block_k)
     first_masked = jnp.minimum(start // block_k, n_blocks)
     per_split = jnp.maximum(cdiv(n_blocks, num_splits), MIN_SPLIT_BLOCKS)
     lo = jnp.minimum(split * per_split, n_blocks)
     hi = jnp.minimum(lo + per_split, n_blocks)
-    q = q_ref[...]
     nt = (((1,), (1,)), ((), ()))
 
     def body(kb, carry, masked: bool):
@@ -77,7 +75,7 @@ def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t:
         s = jax.lax.dot_general(q, k, nt, preferred_element_type=jnp.float32) * sm_scale
         if masked:
             col = pl.multiple_of((kb - start // block_k) * block_k, block_k)
-            s = jnp.where(mask_ref[:, pl.ds(col, block_k)] != 0, s, -jnp.inf)
+            s = jnp.where(load_mask(col) != 0, s, -jnp.inf)
             # Slots from `end` on may hold anything (even NaN): p is 0 there, but 0 * NaN is not.
             v = jnp.where((kv0 + jnp.arange(block_k) < end)[:, None], v, jnp.zeros_like(v))
         m_new = jnp.maximum(m_prev, jnp.max(s, axis=1))
@@ -91,11 +89,39 @@ def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t:
     carry = (jnp.zeros((rows, d), jnp.float32), jnp.full((rows,), -jnp.inf, jnp.float32),
              jnp.zeros((rows,), jnp.float32))
     carry = jax.lax.fori_loop(lo, jnp.minimum(hi, first_masked), functools.partial(body, masked=False), carry)
-    carry = jax.lax.fori_loop(jnp.maximum(lo, first_masked), hi, functools.partial(body, masked=True), carry)
-    acc, m, l = carry
+    return jax.lax.fori_loop(jnp.maximum(lo, first_masked), hi, functools.partial(body, masked=True), carry)
+
+
+def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t: int, block_k: int,
+            num_splits: int, sm_scale: float):
+    """Packed layout: a block of (token, query head) rows of one kv head; partial states out."""
+    acc, m, l = _attend(start_ref[()], q_ref[...], k_ref, v_ref, lambda col: mask_ref[:, pl.ds(col, block_k)],
+                        pl.program_id(3), t=t, block_k=block_k, num_splits=num_splits, sm_scale=sm_scale)
     o_ref[...] = acc
     m_ref[...] = m
     l_ref[...] = l
+
+
+def _kernel_heads(start_ref, q_ref, k_ref, v_ref, mask_ref, *out_refs, t: int, block_k: int, num_splits: int,
+                  sm_scale: float):
+    """Head layout: the T tokens of one query head as rows, read straight from [B, T, H, D] in a block of the next
+    power of two rows (rows from T on are masked, never loaded or stored). One split writes the normalised output
+    into [B, T, H, D]; several write partial states."""
+    tp = q_ref.shape[0]
+    rows_ok = jax.lax.broadcasted_iota(jnp.int32, (tp, 1), 0) < t
+    q = pltriton.load(q_ref, mask=rows_ok, other=0.0)
+    acc, m, l = _attend(start_ref[()], q, k_ref, v_ref,
+                        lambda col: pltriton.load(mask_ref.at[:, pl.ds(col, block_k)], mask=rows_ok, other=0),
+                        pl.program_id(2), t=t, block_k=block_k, num_splits=num_splits, sm_scale=sm_scale)
+    if num_splits == 1:
+        (o_ref,) = out_refs
+        o = acc / jnp.where(l == 0.0, 1.0, l)[:, None]  # a row that saw nothing gets zeros
+        pltriton.store(o_ref, o.astype(o_ref.dtype), mask=rows_ok)
+    else:
+        o_ref, m_ref, l_ref = out_refs
+        o_ref[...] = acc
+        m_ref[...] = m
+        l_ref[...] = l
 
 
 def _combine(acc: Float[Array, "B K N R D"], m: Float[Array, "B K N R"], l: Float[Array, "B K N R"]
@@ -114,21 +140,90 @@ def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Floa
     return jnp.pad(rows, ((0, 0), (0, 0), (0, rows_pad - rows.shape[2]), (0, 0)))
 
 
-@functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "block_r", "block_k", "num_splits", "num_warps",
-                                             "num_stages", "interpret"))
+def default_layout(t: int) -> str:
+    """"heads" for tree verification (16..128 tokens: enough rows per head for tensor-core dots, no packing glue),
+    "packed" otherwise (decode's single token, whose G query heads share one row block)."""
+    return "heads" if MIN_ROWS <= t <= MAX_ROWS else "packed"
+
+
+@functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "layout", "block_r", "block_k", "num_splits",
+                                             "num_warps", "num_stages", "interpret"))
 def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v: Float[Array, "*L B S K D"],
                        start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
-                       layer: int | None = None, block_r: int | None = None, block_k: int | None = None,
-                       num_splits: int | None = None, num_warps: int | None = None, num_stages: int = 2,
-                       interpret: bool = False) -> Float[Array, "B T H D"]:
+                       layer: int | None = None, layout: str | None = None, block_r: int | None = None,
+                       block_k: int | None = None, num_splits: int | None = None, num_warps: int | None = None,
+                       num_stages: int = 2, interpret: bool = False) -> Float[Array, "B T H D"]:
     """See `api.tree_attention`; the tuning arguments default to heuristics for an H200.
 
     With `layer`, `k` and `v` are a whole [L, B, S, K, D] cache and the kernel reads that layer's blocks in place:
-    slicing first would hand the custom call a copy of the layer (two per layer and step)."""
+    slicing first would hand the custom call a copy of the layer (two per layer and step).
+
+    `layout` (default `default_layout(T)`):
+    - "packed": the T x G queries of a kv head packed into row blocks (`block_r` rows). XLA transposes and pads the
+      queries, then merges the splits and unpacks the output.
+    - "heads": the T queries of one head as the rows of a program, read and written in place in [B, T, H, D]. With
+      one split there is no XLA work around the kernel but the tree mask, which every layer shares; with several,
+      one merge.
+    """
     if layer is None:
         k, v, layer = k[None], v[None], 0  # a free reshape
     if reason := unsupported(q, k[layer]):
         raise ValueError(f"tree_attention_gpu: {reason}")
+    layout = layout or default_layout(q.shape[1])
+    if layout not in ("heads", "packed"):
+        raise ValueError(f"tree_attention_gpu: layout must be 'heads' or 'packed', got {layout!r}")
+    tuning = dict(sm_scale=sm_scale, layer=layer, block_k=block_k, num_splits=num_splits, num_warps=num_warps,
+                  num_stages=num_stages, interpret=interpret)
+    if layout == "heads":
+        return _heads(q, k, v, start, block, **tuning)
+    return _packed(q, k, v, start, block, block_r=block_r, **tuning)
+
+
+def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_warps, num_stages, interpret):
+    b, t, h, d = q.shape
+    s, kv_heads = k.shape[2], k.shape[3]
+    groups = h // kv_heads
+    tp = max(MIN_ROWS, 1 << (t - 1).bit_length())
+    block_k = block_k or default_block_k(s, tp)
+    num_splits = num_splits or default_num_splits(s, block_k, tp, b * h)
+    scale = d**-0.5 if sm_scale is None else sm_scale
+    mask = window_mask(start, block, block_k).astype(jnp.int8)  # [B, T, W]: the same for every layer (XLA CSE)
+    width = mask.shape[2]
+    kernel = functools.partial(_kernel_heads, t=t, block_k=block_k, num_splits=num_splits, sm_scale=scale)
+    if num_splits == 1:
+        out_shape = [jax.ShapeDtypeStruct(q.shape, q.dtype)]
+        out_specs = [pl.BlockSpec((None, tp, None, d), lambda bi, hi, si: (bi, 0, hi, 0))]
+    else:
+        part = (b, h, num_splits, tp)
+        out_shape = [jax.ShapeDtypeStruct(part + (d,), jnp.float32), jax.ShapeDtypeStruct(part, jnp.float32),
+                     jax.ShapeDtypeStruct(part, jnp.float32)]
+        out_specs = [pl.BlockSpec((None, None, None, tp, d), lambda bi, hi, si: (bi, hi, si, 0, 0)),
+                     pl.BlockSpec((None, None, None, tp), lambda bi, hi, si: (bi, hi, si, 0)),
+                     pl.BlockSpec((None, None, None, tp), lambda bi, hi, si: (bi, hi, si, 0))]
+    out = pl.pallas_call(
+        kernel,
+        out_shape=out_shape,
+        grid=(b, h, num_splits),
+        in_specs=[
+            pl.BlockSpec((None,), lambda bi, hi, si: (bi,)),
+            pl.BlockSpec((None, tp, None, d), lambda bi, hi, si: (bi, 0, hi, 0)),
+            pl.BlockSpec((None, None, s, None, d), lambda bi, hi, si: (layer, bi, 0, hi // groups, 0)),
+            pl.BlockSpec((None, None, s, None, d), lambda bi, hi, si: (layer, bi, 0, hi // groups, 0)),
+            pl.BlockSpec((None, tp, width), lambda bi, hi, si: (bi, 0, 0)),
+        ],
+        out_specs=out_specs,
+        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if tp <= 32 else 8), num_stages=num_stages),
+        interpret=interpret,
+        name="tree_attention_gpu_heads",
+    )(start.astype(jnp.int32), q.astype(k.dtype), k, v, mask)
+    if num_splits == 1:
+        return out[0]
+    o = _combine(*out)[:, :, :t]  # [B, H, T, D]
+    return o.transpose(0, 2, 1, 3).astype(q.dtype)
+
+
+def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_splits, num_warps, num_stages,
+            interpret):
     b, t, h, d = q.shape
     s, kv_heads = k.shape[2], k.shape[3]
     groups = h // kv_heads
