@@ -11,6 +11,8 @@
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
+#   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, tree-attention layouts at the bench's
+#                                      # contexts, and a random-weight step profile (decode, verify, step)
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
 set -euo pipefail
@@ -18,7 +20,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|breakdown|costs}" in
+case "${1:?setup|bench|tr|breakdown|costs|kernels}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -48,4 +50,11 @@ case "${1:?setup|bench|tr|breakdown|costs}" in
     done
     python3 bench/throughput.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --batch-sizes 1,4,8,16 \
       --dataset humaneval --max-new-tokens 256 --out "$out/throughput" ;;
+  kernels)
+    timeout 300 python3 -m pytest -q -p no:cacheprovider -k on_device tests/test_tree_attention.py \
+      tests/test_domino_step_kernel.py 2>&1 | tail -n 3
+    timeout 240 python3 bench/tree_attention_speed.py --contexts 300,2048,8192 --capacity 8448 --out "$out/attention" \
+      2>&1 | tail -n 9
+    timeout 200 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
+      --contexts 300,2048 --parts decode,verify,step --profile --reps 5 --out "$out/step_random" 2>&1 | tail -n 4 ;;
 esac
