@@ -31,7 +31,7 @@ def test_window_write_matches_scatter(batch, offset):
         block = jnp.where(diag[None], valid[:, :, None], block)  # token j is real iff it sees its own slot
         mask = BlockMask(start=start, block=block, offset=offset)
         layer = trial % layers
-        got = jax.jit(write_new_tokens, static_argnums=1)(buf, layer, new, mask)
+        got = jax.jit(write_new_tokens, static_argnums=(1, 4))(buf, layer, new, mask, True)
         np.testing.assert_array_equal(np.asarray(got), np.asarray(scatter_reference(buf, layer, new, mask)))
 
 
@@ -39,6 +39,6 @@ def test_window_wider_than_cache_falls_back_to_scatter():
     buf = jnp.zeros((1, 2, 3, 1, 2))
     new = jnp.ones((2, 5, 1, 2))
     mask = BlockMask(start=jnp.asarray([0, 1]), block=jnp.broadcast_to(jnp.eye(5, dtype=bool), (2, 5, 5)))
-    got = write_new_tokens(buf, 0, new, mask)
+    got = write_new_tokens(buf, 0, new, mask, window=True)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(scatter_reference(buf, 0, new, mask)))
     assert float(got.sum()) == 2 * 3 * 2 - 2  # row 0 fills its 3 slots, row 1 the 2 from slot 1

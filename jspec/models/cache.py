@@ -89,7 +89,7 @@ def causal_block_mask(start: Int[Array, " B"], valid: Bool[Array, "B T"]) -> Blo
 
 
 def write_new_tokens(buf: Float[Array, "L B S K D"], layer: int, new: Float[Array, "B T K D"],
-                     mask: BlockMask) -> Float[Array, "L B S K D"]:
+                     mask: BlockMask, window: bool | None = None) -> Float[Array, "L B S K D"]:
     """`buf` with new token j of row b at slot `start[b] + offset + j` of `layer`, as `mask.write_slots` says:
     padding tokens and slots past the end leave the cache as it was.
 
@@ -97,10 +97,15 @@ def write_new_tokens(buf: Float[Array, "L B S K D"], layer: int, new: Float[Arra
     a window scatter otherwise) rather than a per-token scatter, which costs more on a GPU (tree verification runs
     two per layer). Near the end the window is moved back to fit and the committed slots it then covers keep their
     values.
+
+    `window` (default: on accelerators) picks the window write; XLA:CPU does not update the cache in place under it
+    (it reads the old window first), so CPUs keep the per-token scatter. Both write the same (tests/test_kv_cache.py).
     """
     b, t = new.shape[:2]
     s = buf.shape[2]
-    if t > s:  # no window fits: per-token scatter, which drops what does not fit
+    if window is None:
+        window = jax.default_backend() != "cpu"
+    if t > s or not window:  # per-token scatter, which drops what does not fit
         rows = jnp.broadcast_to(jnp.arange(b)[:, None], (b, t))
         return buf.at[layer, rows, mask.write_slots(s)].set(new.astype(buf.dtype), mode="drop")
     first = mask.start.astype(jnp.int32) + mask.offset
