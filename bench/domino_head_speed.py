@@ -70,7 +70,7 @@ def loop_fn(args, table: bool, candidates: int = 0, fused_candidates: bool = Fal
         w = (weights["embed"], weights["w_ih"], weights["w_hh"], weights["w_s"], weights["w2"])
         if candidates and fused_candidates:
             return domino_draft_candidates(base, z_part, bonus, *w, **common, candidates=candidates, platform="gpu",
-                                           interpret=args.smoke)
+                                           fused=True, interpret=args.smoke)
         if candidates:
             return domino_draft_candidates_reference(base, z_part, bonus, *w, **common, candidates=candidates)
         if kernel:

@@ -133,7 +133,8 @@ def test_candidate_loop_kernel_equals_reference(batch, dtype):
             for k, v in args.items()}
     table = jnp.einsum("vh,gh->vg", args["embed"], args["w_ih"], preferred_element_type=jnp.float32).astype(dtype)
     want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=32, table=table))
-    got = domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, platform="gpu", interpret=True)
+    got = domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, platform="gpu", fused=True,
+                                  interpret=True)
     np.testing.assert_array_equal(np.asarray(got), want)
     # prefix_len 0 corrects the first draft too; the XLA path on other platforms is the reference itself.
     want0 = np.asarray(domino_draft_candidates_reference(**args, prefix_len=0, candidates=32, table=table))
@@ -151,7 +152,8 @@ def test_candidate_loop_kernel_on_device():
     table = jnp.einsum("vh,gh->vg", args["embed"], args["w_ih"], preferred_element_type=jnp.float32)
     table = table.astype(jnp.bfloat16)
     want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=64, table=table))
-    got = np.asarray(domino_draft_candidates(**args, prefix_len=1, candidates=64, table=table, platform="gpu"))
+    got = np.asarray(domino_draft_candidates(**args, prefix_len=1, candidates=64, table=table, platform="gpu",
+                                                fused=True))
     assert (got == want).mean() > 0.9  # bf16: a near-tie may resolve differently, and then the rest of the row too
 
 

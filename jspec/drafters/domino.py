@@ -74,9 +74,8 @@ class DominoHead(nnx.Module):
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
         draft i from its full corrected logits (sampled drafting). `candidates` = k > 0 corrects only each row's k
-        highest base logits and drafts among them (`domino_draft_candidates`: greedy with a table runs one fused
-        kernel per draft on GPUs). `table` (`input_table`) replaces the
-        per-step W_ih GEMV by a row gather.
+        highest base logits and drafts among them (`domino_draft_candidates`, an XLA loop). `table` (`input_table`)
+        replaces the per-step W_ih GEMV by a row gather.
         """
         args = (base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s, self.w2[...])
         if candidates:

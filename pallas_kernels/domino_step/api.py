@@ -54,14 +54,16 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
                             embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose | None = None, table: Float[Array, "V G3"] | None = None,
-                            platform: str | None = None, interpret: bool = False) -> Int[Array, "B N"]:
+                            platform: str | None = None, fused: bool = False,
+                            interpret: bool = False) -> Int[Array, "B N"]:
     """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates).
 
-    Greedy drafting with a GRU input table runs one fused kernel per draft on GPUs (gpu_loop.py); sampled drafting,
-    no table, other platforms and shapes the kernel does not take run the XLA loop.
+    The XLA loop by default. `fused=True` runs one fused kernel per draft on GPUs (gpu_loop.py) for greedy drafting
+    with a GRU input table (other cases still take the XLA loop); on an H200 it was 2.5x slower than the XLA loop
+    (526 vs 208 µs per 16-token block at k = 64, 2026-11-30-tree-kernels-h200.md), so nothing selects it but the bench.
     """
     platform = platform or jax.default_backend()
-    fused = (choose is None and table is not None and platform in GPU_PLATFORMS
+    fused = (fused and choose is None and table is not None and platform in GPU_PLATFORMS
              and gpu_loop.unsupported(base.shape[0], candidates, w_s.shape[0], w_hh.shape[1]) is None)
     if not fused:
         return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2,
