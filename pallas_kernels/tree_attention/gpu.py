@@ -141,8 +141,8 @@ def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Floa
 
 
 def default_layout(t: int) -> str:
-    """"packed" for every T. On an H200 (2026-11-30-tree-kernels-h200.md) "heads" was no faster at T = 60: 25.8 vs
-    22.4 µs at context 300, 20.3 vs 20.4 at 2K, 37.8 vs 28.1 at 8K; it stays a tuning choice for other GPUs."""
+    """"packed" for every T: on an H200 "heads" was no faster at T = 60 (25.8 vs 22.4 µs at context 300, 20.3 vs
+    20.4 at 2K, 37.8 vs 28.1 at 8K; docs/results/2026-11-30-kernels-draft-model-h200.md). It stays a tuning choice."""
     del t
     return "packed"
 
