@@ -8,6 +8,10 @@
 #                                      # (JSPEC_ATTENTION=reference|pallas picks the attention; default pallas)
 #   bash bench/h200_issue3.sh tr       # vanilla + token_recycling (60 and 81 slots), same tasks: loop / outside-loop
 #                                      # time per prompt
+#   bash bench/h200_issue3.sh tr-warm  # the same with Token Recycling's adjacency first warmed on WARMUP (default 100)
+#                                      # ShareGPT prompts (`jspec calibrate`; carry .stage/datasets_sg)
+#   bash bench/h200_issue3.sh xla      # no GGUF needed: verify(60) / decode under XLA GEMM-tiling flags
+#                                      # (random weights)
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
@@ -20,7 +24,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|breakdown|costs|kernels}" in
+case "${1:?setup|bench|tr|tr-warm|xla|breakdown|costs|kernels}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -40,6 +44,20 @@ case "${1:?setup|bench|tr|breakdown|costs|kernels}" in
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench_tr" \
       > "$out/bench_tr.log" 2>&1 || { tail -c 4000 "$out/bench_tr.log"; exit 1; }
     cat "$out/bench_tr/summary.md" ;;
+  tr-warm)
+    [ -f "$JSPEC_HOME/datasets/sharegpt.jsonl" ] || gunzip -c .stage/datasets_sg/sharegpt.jsonl.gz \
+      > "$JSPEC_HOME/datasets/sharegpt.jsonl"
+    python3 -m jspec.cli calibrate --model qwen2.5-coder-1.5b --method token_recycling --warmup "${WARMUP:-100}" \
+      --dtype bfloat16 --out "$out/tr_warm_state.npz" 2>&1 | tr '\r' '\n' | tail -n 2
+    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling,token_recycling_full \
+      --method-state token_recycling="$out/tr_warm_state.npz" \
+      --method-state token_recycling_full="$out/tr_warm_state.npz" \
+      --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench_tr_warm" \
+      > "$out/bench_tr_warm.log" 2>&1 || { tail -c 4000 "$out/bench_tr_warm.log"; exit 1; }
+    cat "$out/bench_tr_warm/summary.md" ;;
+  xla)
+    timeout 500 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
+      --out "$out/xla_flags" 2>&1 | tail -n 8 ;;
   breakdown)
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 --methods token_recycling \
       --contexts 150,300,600 --max-cache-len 768 --profile --out "$out/breakdown" 2>&1 | tail -n 5 ;;

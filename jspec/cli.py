@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import shlex
 import sys
 import time
 
@@ -349,8 +350,7 @@ def run_bench(args) -> None:
     run(model, cfg, out)
     device = jax.devices()[0].device_kind
     header = (f"# jspec bench: {model.name} ({dtype}) on {device}, {time.strftime('%Y-%m-%d')}\n\n"
-              f"`jspec bench --model {args.model} --methods {args.methods} --dataset {args.dataset} --limit "
-              f"{args.limit} --max-new-tokens {args.max_new_tokens} --temperature {args.temperature}`, batch 1; "
+              f"`jspec {shlex.join(args.argv)}` (every option as given, the rest at its default), batch 1; "
               "speedup is measured against vanilla in the same run.")
     for row in write_report(out, header):
         print(f"{row['dataset']:10s} {row['method']:16s} MAT {row['mat']:.2f}  {row['tok_per_s']:8.1f} tok/s  "
@@ -489,11 +489,14 @@ def run_calibrate(args) -> None:
               f"the {'adjacency matrix ' if state.adjacency is not None else ''}to {args.out}", file=sys.stderr)
         return
     prompts = pool[: args.warmup]
+    if not prompts:
+        raise UserError("no ShareGPT prompt of at most 1024 tokens to warm up on")
+    width = max(map(len, prompts))  # one padded width and cache length: one compilation for every prompt
     state = None
     for i, ids in enumerate(tqdm(prompts, desc="warm-up", unit="prompt")):
         _, state = run_batch(model, method, [ids], max_new_tokens=args.max_new_tokens, sampling=Sampling(), seed=i,
-                             max_cache_len=len(ids) + args.max_new_tokens + 128, method_params=params,
-                             method_state=state)
+                             max_cache_len=width + args.max_new_tokens + 128, method_params=params,
+                             method_state=state, pad_to=width)
     method.save_state(state, args.out)
     print(f"jspec: saved {args.method} state after {len(prompts)} ShareGPT prompts to {args.out}", file=sys.stderr)
 
@@ -560,7 +563,9 @@ def _emit(args, model, prompt: str, record: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
+        argv = sys.argv[1:] if argv is None else argv
         args = build_parser().parse_args(argv)
+        args.argv = argv  # the command line as given, for the reports
         if args.command == "generate":
             run_generate(args)
         elif args.command == "bench":
