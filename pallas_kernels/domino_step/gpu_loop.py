@@ -27,8 +27,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 from jaxtyping import Array, Float, Int
 
-BLOCK_ROWS = 64  # weight rows per program
-CHUNK = 256  # weight columns per step of a program's row loop: [BLOCK_ROWS, CHUNK] tiles
+BLOCK_ROWS = 32  # weight rows per program: 104 programs at G = 1024, R = 256 (an H200 has 132 SMs)
+CHUNK = 128  # weight columns per step of a program's row loop: [BLOCK_ROWS, CHUNK] f32 tiles stay in registers
 MAX_BATCH = 8  # rows are unrolled in the prologue; larger batches run the XLA loop
 NO_ID = jnp.iinfo(jnp.int32).max
 
@@ -55,19 +55,20 @@ def _row_scalar(vec: jax.Array, b: int) -> jax.Array:
 
 
 def _kernel(h_ref, gh_ref, s_ref, z_ref, cw2_ref, cbase_ref, cids_ref, table_ref, w_hh_ref, w_s_ref,
-            tok_ref, h_out_ref, gh_out_ref, s_out_ref, *, corrected: bool, next_products: bool, hh_programs: int,
-            s_rows: int):
+            tok_ref, h_out_ref, gh_out_ref, s_out_ref, *, i: int, corrected: bool, next_products: bool,
+            hh_programs: int, s_rows: int):
     p = pl.program_id(0)
     batch, g = h_ref.shape
+    cids = cids_ref[:, i, :]  # draft row i of the block's [B, N, ...] inputs, read in place
     if corrected:
-        mid = jax.nn.silu(z_ref[...] + s_ref[...]).astype(cw2_ref.dtype).astype(jnp.float32)  # [B, R]
-        scores = jnp.sum(cw2_ref[...].astype(jnp.float32) * mid[:, None, :], axis=2) + cbase_ref[...]  # [B, k]
+        mid = jax.nn.silu(z_ref[:, i, :] + s_ref[...]).astype(cw2_ref.dtype).astype(jnp.float32)  # [B, R]
+        scores = jnp.sum(cw2_ref[:, i, :, :].astype(jnp.float32) * mid[:, None, :], axis=2) + cbase_ref[:, i, :]
         pos = jax.lax.broadcasted_iota(jnp.int32, scores.shape, 1)
         first = jnp.min(jnp.where(scores == jnp.max(scores, axis=1, keepdims=True), pos, NO_ID), axis=1)
-        token = jnp.sum(jnp.where(pos == first[:, None], cids_ref[...], 0), axis=1)  # [B]
+        token = jnp.sum(jnp.where(pos == first[:, None], cids, 0), axis=1)  # [B]
     else:
-        base = cbase_ref[...]
-        token = jnp.min(jnp.where(base == jnp.max(base, axis=1, keepdims=True), cids_ref[...], NO_ID), axis=1)
+        base = cbase_ref[:, i, :]
+        token = jnp.min(jnp.where(base == jnp.max(base, axis=1, keepdims=True), cids, NO_ID), axis=1)
     token_rows = [_row_scalar(token, b) for b in range(batch)]
     row_of = jax.lax.broadcasted_iota(jnp.int32, (batch, CHUNK), 0)
 
@@ -113,7 +114,7 @@ def _kernel(h_ref, gh_ref, s_ref, z_ref, cw2_ref, cbase_ref, cids_ref, table_ref
             products(w_s_ref, s_out_ref, pl.multiple_of((p - hh_programs) * s_rows, s_rows), s_rows)
 
 
-def _step(h, gh, s, z, cw2, cbase, cids, table, w_hh, w_s, *, corrected: bool, next_products: bool,
+def _step(h, gh, s, z, cw2, cbase, cids, table, w_hh, w_s, *, i: int, corrected: bool, next_products: bool,
           num_warps: int, interpret: bool):
     batch, g = h.shape
     rank = w_s.shape[0]
@@ -122,7 +123,7 @@ def _step(h, gh, s, z, cw2, cbase, cids, table, w_hh, w_s, *, corrected: bool, n
     programs = hh_programs + rank // s_rows if next_products else 1
     f32 = jnp.float32
     return pl.pallas_call(
-        functools.partial(_kernel, corrected=corrected, next_products=next_products, hh_programs=hh_programs,
+        functools.partial(_kernel, i=i, corrected=corrected, next_products=next_products, hh_programs=hh_programs,
                           s_rows=s_rows),
         out_shape=(jax.ShapeDtypeStruct((batch,), jnp.int32), jax.ShapeDtypeStruct((batch, g), f32),
                    jax.ShapeDtypeStruct((batch, 3 * g), f32), jax.ShapeDtypeStruct((batch, rank), f32)),
@@ -157,8 +158,9 @@ def candidate_loop_gpu(cand_base: Float[Array, "B N k"], cand: Int[Array, "B N k
     drafts = []
     for i in range(n):
         last = i == n - 1
-        token, h_new, gh_new, s_new = _step(h, gh, s, z_part[:, i], cand_w2[:, i], cand_base[:, i], cand[:, i],
-                                            table, w_hh, w_s, corrected=i >= prefix_len, next_products=not last,
+        # Whole [B, N, ...] blocks go in, the kernel reads row i: a slice here would be one XLA copy per input.
+        token, h_new, gh_new, s_new = _step(h, gh, s, z_part, cand_w2, cand_base, cand, table, w_hh, w_s, i=i,
+                                            corrected=i >= prefix_len, next_products=not last,
                                             num_warps=num_warps, interpret=interpret)
         drafts.append(token)
         h, gh, s = h_new, gh_new, s_new
