@@ -59,8 +59,8 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates).
 
     The XLA loop by default. `fused=True` runs one fused kernel per draft on GPUs (gpu_loop.py) for greedy drafting
-    with a GRU input table (other cases still take the XLA loop). On an H200 it was 2.5x slower than the XLA loop
-    (526 vs 208 µs per 16-token block at k = 64; docs/results/2026-11-30-kernels-draft-model-h200.md), so only the
+    with a GRU input table (other cases still take the XLA loop). On an H200 it was 2x slower than the XLA loop
+    (414 vs 215 µs per 16-token block at k = 64; docs/results/2026-11-30-kernels-draft-model-h200.md), so only the
     bench selects it.
     """
     platform = platform or jax.default_backend()
