@@ -10,8 +10,8 @@
 #                                      # time per prompt
 #   bash bench/h200_issue3.sh tr-warm  # the same with Token Recycling's adjacency first warmed on WARMUP (default 100)
 #                                      # ShareGPT prompts (`jspec calibrate`; carry .stage/datasets_sg)
-#   bash bench/h200_issue3.sh xla      # no GGUF needed: verify(60) / decode under XLA GEMM-tiling flags
-#                                      # (random weights)
+#   bash bench/h200_issue3.sh tune     # no GGUF needed (random weights): verify(60) / decode under XLA GEMM-tiling
+#                                      # flags, then with the tree-attention layouts packed / heads inside the step
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
@@ -24,7 +24,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|xla|breakdown|costs|kernels}" in
+case "${1:?setup|bench|tr|tr-warm|tune|breakdown|costs|kernels}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -55,9 +55,14 @@ case "${1:?setup|bench|tr|tr-warm|xla|breakdown|costs|kernels}" in
       --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 --dtype bfloat16 --out "$out/bench_tr_warm" \
       > "$out/bench_tr_warm.log" 2>&1 || { tail -c 4000 "$out/bench_tr_warm.log"; exit 1; }
     cat "$out/bench_tr_warm/summary.md" ;;
-  xla)
-    timeout 500 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
-      --out "$out/xla_flags" 2>&1 | tail -n 8 ;;
+  tune)
+    timeout 360 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
+      --out "$out/xla_flags" 2>&1 | tail -n 8 || echo "xla_flag_sweep FAILED (or timed out)"
+    for layout in packed heads; do
+      JSPEC_TREE_LAYOUT=$layout timeout 150 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b \
+        --weights random --methods token_recycling --contexts 300,2048 --parts decode,verify --reps 5 \
+        --out "$out/layout_$layout" 2>&1 | tail -n 3 || echo "step_breakdown ($layout) FAILED"
+    done ;;
   breakdown)
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 --methods token_recycling \
       --contexts 150,300,600 --max-cache-len 768 --profile --out "$out/breakdown" 2>&1 | tail -n 5 ;;

@@ -16,7 +16,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from jspec.models.cache import BlockMask, causal_block_mask
 from pallas_kernels.tree_attention import choose_kernel, tree_attention, tree_attention_reference
-from pallas_kernels.tree_attention.gpu import tree_attention_gpu
+from pallas_kernels.tree_attention.gpu import default_layout, tree_attention_gpu
 from pallas_kernels.tree_attention.testing import random_tree_masks
 from pallas_kernels.tree_attention.tpu import tree_attention_tpu
 
@@ -114,6 +114,16 @@ def test_gpu_heads_layout_one_and_several_splits(num_splits):
     out = tree_attention_gpu(q, k, v, start, block, layout="heads", num_splits=num_splits, block_k=32,
                              interpret=True)
     assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+
+
+def test_layout_choice(monkeypatch):
+    """Packed by default; JSPEC_TREE_LAYOUT=heads only for verification-sized T; anything else is an error."""
+    assert [default_layout(t) for t in (1, 60, 600)] == ["packed"] * 3
+    monkeypatch.setenv("JSPEC_TREE_LAYOUT", "heads")
+    assert [default_layout(t) for t in (1, 16, 60, 128, 600)] == ["packed", "heads", "heads", "heads", "packed"]
+    monkeypatch.setenv("JSPEC_TREE_LAYOUT", "rows")
+    with pytest.raises(ValueError, match="JSPEC_TREE_LAYOUT"):
+        default_layout(60)
 
 
 @pytest.mark.parametrize("layout, t", [("heads", 60), ("packed", 60), ("packed", 1)])

@@ -4,6 +4,8 @@ Which implementation runs (decided at trace time):
 - `kernel` argument if given: "reference", "tpu" or "gpu";
 - else the environment variable JSPEC_ATTENTION: "reference", or "pallas" (the kernel of the default backend);
 - else the kernel of `jax.default_backend()` ("tpu" -> tpu.py, "gpu" -> gpu.py) and the reference anywhere else.
+On GPUs, JSPEC_TREE_LAYOUT=heads runs tree verification (16..128 new tokens) with the kernel's "heads" layout
+instead of the default "packed" one (see `gpu.default_layout`).
 `interpret` runs the chosen kernel in Pallas interpret mode (CPU tests): True, or for the TPU kernel a
 `pltpu.InterpretParams`.
 

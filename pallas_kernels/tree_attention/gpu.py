@@ -12,6 +12,7 @@ The Pallas Triton backend is deprecated in jax 0.11 (Mosaic GPU is the successor
 """
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
@@ -142,9 +143,12 @@ def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Floa
 
 def default_layout(t: int) -> str:
     """"packed" for every T: on an H200 "heads" was no faster at T = 60 (25.8 vs 22.4 µs at context 300, 20.3 vs
-    20.4 at 2K, 37.8 vs 28.1 at 8K; docs/results/2026-11-30-kernels-draft-model-h200.md). It stays a tuning choice."""
-    del t
-    return "packed"
+    20.4 at 2K, 37.8 vs 28.1 at 8K; docs/results/2026-11-30-kernels-draft-model-h200.md). JSPEC_TREE_LAYOUT=heads
+    picks "heads" for the T it suits (16..128: tree verification), to compare the two inside a decode step."""
+    choice = os.environ.get("JSPEC_TREE_LAYOUT", "packed")
+    if choice not in ("packed", "heads"):
+        raise ValueError(f"JSPEC_TREE_LAYOUT must be 'packed' or 'heads', got {choice!r}")
+    return "heads" if choice == "heads" and MIN_ROWS <= t <= MAX_ROWS else "packed"
 
 
 @functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "layout", "block_r", "block_k", "num_splits",
