@@ -15,8 +15,9 @@
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
-#   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, tree-attention layouts at the bench's
-#                                      # contexts, and a random-weight step profile (decode, verify, step)
+#   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, tree-attention layouts and the Mosaic
+#                                      # GPU kernel at the bench's contexts, a random-weight step profile (decode,
+#                                      # verify, step)
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
 set -euo pipefail
@@ -75,7 +76,8 @@ case "${1:?setup|bench|tr|tr-warm|tune|breakdown|costs|kernels}" in
       --dataset humaneval --max-new-tokens 256 --out "$out/throughput" ;;
   kernels)
     timeout 300 python3 -m pytest -q -p no:cacheprovider -k on_device tests/test_tree_attention.py \
-      tests/test_domino_step_kernel.py 2>&1 | tail -n 3 || echo "kernel tests FAILED (or timed out)"
+      tests/test_tree_attention_mosaic.py tests/test_domino_step_kernel.py 2>&1 | tail -n 3 \
+      || echo "kernel tests FAILED (or timed out)"
     timeout 240 python3 bench/tree_attention_speed.py --contexts 300,2048,8192 --capacity 8448 --out "$out/attention" \
       2>&1 | tail -n 9 || echo "tree_attention_speed FAILED"
     timeout 200 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \

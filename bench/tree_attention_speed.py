@@ -5,7 +5,8 @@
 
 Cases: T=60 verification of a random draft tree and T=1 decode, at several context lengths (start = context; the
 cache holds `--capacity` slots, default context + 128). Timed: the kernel, the pure-JAX reference (XLA, dense over the
-whole cache), and `jspec.models.decoder.attend` with a precomputed dense [B, T, S] mask. Each timing chains `--chain`
+whole cache), and `jspec.models.decoder.attend` with a precomputed dense [B, T, S] mask; on GPUs also the other
+layout of the Triton-lowered kernel and the Mosaic GPU kernel (gpu_mosaic.py), both checked against the reference. Each timing chains `--chain`
 calls (each call's output is the next call's query) in one jitted function so launch overhead is amortised; the
 median over `--repeats` runs is reported per call. Bandwidth = K/V bytes below `start` / time. Prints a markdown table
 and writes tree_attention_speed.json under --out.
@@ -28,6 +29,8 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from jspec.models.cache import BlockMask  # noqa: E402
 from pallas_kernels.tree_attention.gpu import default_layout as tree_attention_gpu_layout  # noqa: E402
 from pallas_kernels.tree_attention.gpu import tree_attention_gpu  # noqa: E402
+from pallas_kernels.tree_attention.gpu_mosaic import tree_attention_mosaic  # noqa: E402
+from pallas_kernels.tree_attention.gpu_mosaic import unsupported as mosaic_unsupported  # noqa: E402
 from pallas_kernels.tree_attention.reference import tree_attention_reference  # noqa: E402
 from pallas_kernels.tree_attention.testing import random_tree_masks  # noqa: E402
 from pallas_kernels.tree_attention.tpu import tree_attention_tpu  # noqa: E402
@@ -92,18 +95,22 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
         "reference": lambda q, k, v, s, b, m: tree_attention_reference(q, k, v, s, b),
         "dense_attend": lambda q, k, v, s, b, m: attend(q, k, v, m),
     }
-    if kernel == "gpu":  # the default layout for this T against the other one
+    if kernel == "gpu":  # the default layout for this T against the other one, and the Mosaic GPU kernel
         other = "packed" if tree_attention_gpu_layout(t) == "heads" else "heads"
         fns["kernel_other_layout"] = lambda q, k, v, s, b, m: tree_attention_gpu(q, k, v, s, b, layout=other,
                                                                                  interpret=interpret)
+        if mosaic_unsupported(q, k) is None and not interpret:
+            fns["mosaic"] = lambda q, k, v, s, b, m: tree_attention_mosaic(q, k, v, s, b)
     args = (q, k, v, start, block, dense)
     ref = np.asarray(jax.jit(fns["reference"])(*args), np.float32)
-    out = np.asarray(jax.jit(fns["kernel"])(*args), np.float32)
-    err = float(np.max(np.abs(out - ref)))
-    if not np.allclose(out, ref, rtol=2e-2, atol=2e-2):
-        raise AssertionError(f"kernel != reference at T={t} context={context}: max abs err {err}")
+    errs = {}
+    for name in [n for n in fns if n.startswith(("kernel", "mosaic"))]:
+        out = np.asarray(jax.jit(fns[name])(*args), np.float32)
+        errs[name] = float(np.max(np.abs(out - ref)))
+        if not np.allclose(out, ref, rtol=2e-2, atol=2e-2):
+            raise AssertionError(f"{name} != reference at T={t} context={context}: max abs err {errs[name]}")
     kv_bytes = 2 * context * cfg["kv_heads"] * cfg["head_dim"] * 2
-    row = {"T": t, "context": context, "capacity": capacity, "kv_bytes": kv_bytes, "max_abs_err": err,
+    row = {"T": t, "context": context, "capacity": capacity, "kv_bytes": kv_bytes, "max_abs_err": errs,
            "layout": tree_attention_gpu_layout(t) if kernel == "gpu" else None}
     for name, fn in fns.items():
         sec = time_per_call(fn, args, cfg["chain"], cfg["repeats"])
@@ -133,7 +140,7 @@ def sweep_gpu(args: tuple, cfg: dict) -> list[dict]:
 
 def markdown(rows: list[dict]) -> str:
     cols = ["T", "context", "capacity", "layout", "kernel µs", "GB/s", "reference µs", "GB/s", "dense attend µs",
-            "GB/s", "speedup vs ref", "other layout µs"]
+            "GB/s", "speedup vs ref", "other layout µs", "mosaic µs"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
         cells = [r["T"], r["context"], r["capacity"], r["layout"] or ""]
@@ -141,6 +148,7 @@ def markdown(rows: list[dict]) -> str:
             cells += [f"{r[f'{name}_us']:.1f}", f"{r[f'{name}_GBps']:.0f}"]
         cells.append(f"{r['reference_us'] / r['kernel_us']:.2f}x")
         cells.append(f"{r['kernel_other_layout_us']:.1f}" if "kernel_other_layout_us" in r else "")
+        cells.append(f"{r['mosaic_us']:.1f}" if "mosaic_us" in r else "")
         lines.append("| " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines)
 
