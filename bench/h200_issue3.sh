@@ -11,7 +11,8 @@
 #   bash bench/h200_issue3.sh tr-warm  # the same with Token Recycling's adjacency first warmed on WARMUP (default 100)
 #                                      # ShareGPT prompts (`jspec calibrate`; carry .stage/datasets_sg)
 #   bash bench/h200_issue3.sh tune     # no GGUF needed (random weights): verify(60) / decode under XLA GEMM-tiling
-#                                      # flags, then with the tree-attention layouts packed / heads inside the step
+#                                      # flags, then with the tree-attention layouts packed / heads and the Mosaic
+#                                      # GPU kernel inside the step
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
@@ -59,10 +60,12 @@ case "${1:?setup|bench|tr|tr-warm|tune|breakdown|costs|kernels}" in
   tune)
     timeout 360 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
       --out "$out/xla_flags" 2>&1 | tail -n 8 || echo "xla_flag_sweep FAILED (or timed out)"
-    for layout in packed heads; do
-      JSPEC_TREE_LAYOUT=$layout timeout 150 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b \
-        --weights random --methods token_recycling --contexts 300,2048 --parts decode,verify --reps 5 \
-        --out "$out/layout_$layout" 2>&1 | tail -n 3 || echo "step_breakdown ($layout) FAILED"
+    for kernel in pallas:packed pallas:heads mosaic:packed; do  # JSPEC_ATTENTION:JSPEC_TREE_LAYOUT
+      echo "== $kernel"
+      JSPEC_ATTENTION=${kernel%:*} JSPEC_TREE_LAYOUT=${kernel#*:} timeout 150 python3 bench/step_breakdown.py \
+        --model qwen2.5-coder-1.5b --weights random --methods token_recycling --contexts 300,2048 \
+        --parts decode,verify --reps 5 --out "$out/attention_${kernel/:/_}" 2>&1 | tail -n 3 \
+        || echo "step_breakdown ($kernel) FAILED"
     done ;;
   breakdown)
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 --methods token_recycling \

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
-from pallas_kernels.tree_attention import tree_attention_reference
+from pallas_kernels.tree_attention import choose_kernel, tree_attention, tree_attention_reference
 from pallas_kernels.tree_attention.gpu_mosaic import tree_attention_mosaic, unsupported
 from pallas_kernels.tree_attention.testing import random_tree_masks
 
@@ -93,6 +93,16 @@ def test_layer_of_a_whole_cache():
     q, k, v, start, block = make_inputs(case, seed=30)
     others = jnp.full((3, *k.shape), jnp.nan, k.dtype)
     out = tree_attention_mosaic(q, others.at[2].set(k), others.at[2].set(v), start, block, layer=2, interpret=True)
+    assert_close(out, tree_attention_reference(q, k, v, start, block))
+
+
+def test_dispatch_by_name(monkeypatch):
+    """JSPEC_ATTENTION=mosaic picks this kernel, which reads `layer` of the whole cache in place."""
+    monkeypatch.setenv("JSPEC_ATTENTION", "mosaic")
+    assert choose_kernel() == "mosaic"
+    case = Case(16, 8, 2, 128)
+    q, k, v, start, block = make_inputs(case, seed=31)
+    out = tree_attention(q, jnp.stack([v, k]), jnp.stack([k, v]), start, block, layer=1, interpret=True)
     assert_close(out, tree_attention_reference(q, k, v, start, block))
 
 

@@ -1,8 +1,9 @@
 """`tree_attention`: one attention call for prefill, decode and tree verification, on the best kernel available.
 
 Which implementation runs (decided at trace time):
-- `kernel` argument if given: "reference", "tpu" or "gpu";
-- else the environment variable JSPEC_ATTENTION: "reference", or "pallas" (the kernel of the default backend);
+- `kernel` argument if given: "reference", "tpu", "gpu" or "mosaic";
+- else the environment variable JSPEC_ATTENTION: "reference", "pallas" (the kernel of the default backend), or
+  "mosaic" (GPU: the Mosaic GPU kernel of gpu_mosaic.py instead of the default Triton-lowered one);
 - else the kernel of `jax.default_backend()` ("tpu" -> tpu.py, "gpu" -> gpu.py) and the reference anywhere else.
 On GPUs, JSPEC_TREE_LAYOUT=heads runs tree verification (16..128 new tokens) with the kernel's "heads" layout
 instead of the default "packed" one (see `gpu.default_layout`).
@@ -22,14 +23,16 @@ import warnings
 import jax
 from jaxtyping import Array, Bool, Float, Int
 
-from pallas_kernels.tree_attention import gpu, tpu
+from pallas_kernels.tree_attention import gpu, gpu_mosaic, tpu
 from pallas_kernels.tree_attention.reference import tree_attention_reference
 
-_KERNELS = {"tpu": (tpu.tree_attention_tpu, tpu.unsupported), "gpu": (gpu.tree_attention_gpu, gpu.unsupported)}
+_KERNELS = {"tpu": (tpu.tree_attention_tpu, tpu.unsupported), "gpu": (gpu.tree_attention_gpu, gpu.unsupported),
+            "mosaic": (gpu_mosaic.tree_attention_mosaic, gpu_mosaic.unsupported)}
+_READS_LAYER_IN_PLACE = ("gpu", "mosaic")
 
 
 def choose_kernel(kernel: str | None = None) -> str:
-    """"reference", "tpu" or "gpu", from the argument, JSPEC_ATTENTION, or the default backend."""
+    """"reference", "tpu", "gpu" or "mosaic", from the argument, JSPEC_ATTENTION, or the default backend."""
     choice = kernel or os.environ.get("JSPEC_ATTENTION", "auto")
     backend = jax.default_backend()
     if choice == "pallas":
@@ -39,7 +42,7 @@ def choose_kernel(kernel: str | None = None) -> str:
     if choice == "auto":
         return backend if backend in _KERNELS else "reference"
     if choice not in ("reference", *_KERNELS):
-        raise ValueError(f"unknown attention kernel {choice!r} (reference, pallas, tpu or gpu)")
+        raise ValueError(f"unknown attention kernel {choice!r} (reference, pallas, tpu, gpu or mosaic)")
     return choice
 
 
@@ -54,11 +57,11 @@ def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v:
     `h // (H // K)`. Softmax in f32, output in q's dtype; a query that sees nothing gets zeros. `tuning` goes to the
     kernel (block_k, and num_splits / num_warps / num_stages on GPU).
 
-    `layer`: `k` and `v` are a whole [L, B, S, K, D] cache of which this layer is used. The GPU kernel then reads it
+    `layer`: `k` and `v` are a whole [L, B, S, K, D] cache of which this layer is used. The GPU kernels then read it
     in place; elsewhere it is sliced (XLA fuses the slice into the reference; the TPU kernel gets a copy).
     """
     name = choose_kernel(kernel)
-    if layer is not None and (name != "gpu" or k.dtype != q.dtype):
+    if layer is not None and (name not in _READS_LAYER_IN_PLACE or k.dtype != q.dtype):
         k, v, layer = k[layer].astype(q.dtype), v[layer].astype(q.dtype), None
     if name == "reference":
         return tree_attention_reference(q, k, v, start, block, sm_scale=sm_scale)
