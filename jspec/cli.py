@@ -561,11 +561,23 @@ def _emit(args, model, prompt: str, record: dict) -> None:
               "compile included on first call)", file=sys.stderr, flush=True)
 
 
+def _check_attention_choice() -> None:
+    """JSPEC_ATTENTION is read deep inside the model's trace: a bad value fails here, with one line."""
+    from pallas_kernels.tree_attention import choose_kernel
+
+    try:
+        choose_kernel()
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         argv = sys.argv[1:] if argv is None else argv
         args = build_parser().parse_args(argv)
         args.argv = argv  # the command line as given, for the reports
+        if args.command != "assets":
+            _check_attention_choice()
         if args.command == "generate":
             run_generate(args)
         elif args.command == "bench":

@@ -319,6 +319,18 @@ def test_generate_bad_method_options(args, keywords):
     assert_user_error(generate("--prompt", "Hi", *args), *keywords)
 
 
+@pytest.mark.parametrize("kernel, keywords", [("bogus", ("unknown attention kernel", "bogus")),
+                                              ("foreign", ("JSPEC_ATTENTION=", "backend"))])
+def test_bad_attention_kernel_env(kernel, keywords):
+    """JSPEC_ATTENTION is read inside the model's trace; a bad value (or a kernel of another backend) is one line."""
+    if kernel == "foreign":  # a kernel for a backend this machine does not have
+        import jax
+
+        kernel = "tpu" if jax.default_backend() != "tpu" else "gpu"
+    env = dict(os.environ, JSPEC_ATTENTION=kernel)
+    assert_user_error(generate("--prompt", "Hi", "--max-new-tokens", "1", env=env), *keywords)
+
+
 def test_nan_temperature():
     assert_user_error(generate("--prompt", "Hi", "--max-new-tokens", "1", "--temperature", "nan"), "temperature")
 
@@ -427,5 +439,6 @@ def test_bench_writes_results_summary_and_plot(loaded, tmp_path):
                                                            "token_recycling_full")]
     assert all(r["identical"] for r in rows)  # greedy float32: lossless
     summary = (out / "summary.md").read_text()
+    assert "`jspec bench --methods vanilla,pld,token_recycling_full --dataset humaneval --limit 2" in summary
     assert "| humaneval | token_recycling_full | 2 |" in summary and "100%" in summary  # the 81-slot template
     assert (out / "summary.png").stat().st_size > 1000

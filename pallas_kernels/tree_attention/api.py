@@ -31,8 +31,9 @@ _KERNELS = {"tpu": (tpu.tree_attention_tpu, tpu.unsupported), "gpu": (gpu.tree_a
 _READS_LAYER_IN_PLACE = ("gpu", "mosaic")
 
 
-def choose_kernel(kernel: str | None = None) -> str:
-    """"reference", "tpu", "gpu" or "mosaic", from the argument, JSPEC_ATTENTION, or the default backend."""
+def choose_kernel(kernel: str | None = None, interpret: bool = False) -> str:
+    """"reference", "tpu", "gpu" or "mosaic", from the argument, JSPEC_ATTENTION, or the default backend.
+    A JSPEC_ATTENTION kernel for another backend is an error unless it will run in interpret mode."""
     choice = kernel or os.environ.get("JSPEC_ATTENTION", "auto")
     backend = jax.default_backend()
     if choice == "pallas":
@@ -43,6 +44,10 @@ def choose_kernel(kernel: str | None = None) -> str:
         return backend if backend in _KERNELS else "reference"
     if choice not in ("reference", *_KERNELS):
         raise ValueError(f"unknown attention kernel {choice!r} (reference, pallas, tpu, gpu or mosaic)")
+    needs = "gpu" if choice in ("gpu", "mosaic") else choice
+    if kernel is None and not interpret and choice != "reference" and needs != backend:
+        raise ValueError(f"JSPEC_ATTENTION={choice}: that kernel needs a {needs} backend, this one is {backend} "
+                         "(use reference or pallas)")
     return choice
 
 
@@ -60,7 +65,7 @@ def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v:
     `layer`: `k` and `v` are a whole [L, B, S, K, D] cache of which this layer is used. The GPU kernels then read it
     in place; elsewhere it is sliced (XLA fuses the slice into the reference; the TPU kernel gets a copy).
     """
-    name = choose_kernel(kernel)
+    name = choose_kernel(kernel, interpret=bool(interpret))
     if layer is not None and (name not in _READS_LAYER_IN_PLACE or k.dtype != q.dtype):
         k, v, layer = k[layer].astype(q.dtype), v[layer].astype(q.dtype), None
     if name == "reference":
