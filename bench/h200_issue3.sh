@@ -11,14 +11,16 @@
 #   bash bench/h200_issue3.sh tr-warm  # the same with Token Recycling's adjacency first warmed on WARMUP (default 100)
 #                                      # ShareGPT prompts (`jspec calibrate`; carry .stage/datasets_sg)
 #   bash bench/h200_issue3.sh tune     # no GGUF needed (random weights): verify(60) / decode under XLA GEMM-tiling
-#                                      # flags, then with the tree-attention layouts packed / heads and the Mosaic
-#                                      # GPU kernel inside the step
+#                                      # flags
+#   bash bench/h200_issue3.sh step-attention  # no GGUF needed (random weights): verify(60) / decode with the
+#                                      # tree-attention layouts packed / heads and the Mosaic GPU kernel
 #   bash bench/h200_issue3.sh breakdown  # TR step by part at the bench's contexts and cache size, also in a
 #                                        # data-dependent while_loop like the decode loop; kernel tables (--profile)
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
-#   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, tree-attention layouts and the Mosaic
-#                                      # GPU kernel at the bench's contexts, a random-weight step profile (decode,
-#                                      # verify, step)
+#   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, then tree-attention layouts and the
+#                                      # Mosaic GPU kernel at the bench's contexts
+#   bash bench/h200_issue3.sh profile  # no GGUF needed: a random-weight step profile (decode, verify, step)
+# Each step fits one 10-minute device call (its parts have timeouts).
 #
 # Carried: .whl (gguf), .stage/<model>/SHA256SUM, .stage/datasets. Chunks are expected in /root/stage/<model>/.
 set -euo pipefail
@@ -26,7 +28,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|breakdown|costs|kernels}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -58,8 +60,9 @@ case "${1:?setup|bench|tr|tr-warm|tune|breakdown|costs|kernels}" in
       > "$out/bench_tr_warm.log" 2>&1 || { tail -c 4000 "$out/bench_tr_warm.log"; exit 1; }
     cat "$out/bench_tr_warm/summary.md" ;;
   tune)
-    timeout 360 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
-      --out "$out/xla_flags" 2>&1 | tail -n 8 || echo "xla_flag_sweep FAILED (or timed out)"
+    timeout 560 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
+      --out "$out/xla_flags" 2>&1 | tail -n 8 || echo "xla_flag_sweep FAILED (or timed out)" ;;
+  step-attention)
     for kernel in pallas:packed pallas:heads mosaic:packed; do  # JSPEC_ATTENTION:JSPEC_TREE_LAYOUT
       echo "== $kernel"
       JSPEC_ATTENTION=${kernel%:*} JSPEC_TREE_LAYOUT=${kernel#*:} timeout 150 python3 bench/step_breakdown.py \
@@ -78,12 +81,13 @@ case "${1:?setup|bench|tr|tr-warm|tune|breakdown|costs|kernels}" in
     python3 bench/throughput.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --batch-sizes 1,4,8,16 \
       --dataset humaneval --max-new-tokens 256 --out "$out/throughput" ;;
   kernels)
-    timeout 300 python3 -m pytest -q -p no:cacheprovider -k on_device tests/test_tree_attention.py \
+    timeout 250 python3 -m pytest -q -p no:cacheprovider -k on_device tests/test_tree_attention.py \
       tests/test_tree_attention_mosaic.py tests/test_domino_step_kernel.py 2>&1 | tail -n 3 \
       || echo "kernel tests FAILED (or timed out)"
-    timeout 240 python3 bench/tree_attention_speed.py --contexts 300,2048,8192 --capacity 8448 --out "$out/attention" \
-      2>&1 | tail -n 9 || echo "tree_attention_speed FAILED"
-    timeout 200 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
+    timeout 300 python3 bench/tree_attention_speed.py --contexts 300,2048,8192 --capacity 8448 --out "$out/attention" \
+      2>&1 | tail -n 9 || echo "tree_attention_speed FAILED" ;;
+  profile)
+    timeout 500 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
       --contexts 300,2048 --parts decode,verify,step --profile --reps 5 --out "$out/step_random" 2>&1 | tail -n 4 \
       || echo "step_breakdown FAILED" ;;
 esac
