@@ -5,7 +5,6 @@ GPU/TPU the `*_on_device` tests run the compiled kernel. Every case draws fresh 
 its own start (0, 1, 37, S - T) and some rows end in padded (invalid) tree slots.
 """
 
-import dataclasses
 import functools
 
 import jax
@@ -17,18 +16,8 @@ from jax.experimental.pallas import tpu as pltpu
 from jspec.models.cache import BlockMask, causal_block_mask
 from pallas_kernels.tree_attention import choose_kernel, tree_attention, tree_attention_reference
 from pallas_kernels.tree_attention.gpu import default_layout, tree_attention_gpu
-from pallas_kernels.tree_attention.testing import random_tree_masks
+from pallas_kernels.tree_attention.testing import Case, random_tree_masks
 from pallas_kernels.tree_attention.tpu import tree_attention_tpu
-
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    t: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    dtype: str = "float32"
-    cache_len: int = 256
 
 
 CASES = [

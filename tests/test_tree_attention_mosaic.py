@@ -5,7 +5,6 @@ SMEM reads as NaN, out-of-bounds copies raise); it also lowers for an abstract H
 `on_device` test runs the compiled kernel. Rows start at 0, 1, 37 and S - T; the last two end in padded tree slots.
 """
 
-import dataclasses
 import functools
 
 import jax
@@ -14,19 +13,11 @@ import numpy as np
 import pytest
 from jax.experimental.pallas import mosaic_gpu as plgpu
 
-from pallas_kernels.tree_attention import choose_kernel, tree_attention, tree_attention_reference
+from pallas_kernels.tree_attention import choose_kernel, testing, tree_attention, tree_attention_reference
 from pallas_kernels.tree_attention.gpu_mosaic import tree_attention_mosaic, unsupported
 from pallas_kernels.tree_attention.testing import random_tree_masks
 
-
-@dataclasses.dataclass(frozen=True)
-class Case:
-    t: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    cache_len: int = 256
-    dtype: str = "bfloat16"
+Case = functools.partial(testing.Case, dtype="bfloat16")  # wgmma operands: 16-bit caches only
 
 
 QWEN_TREE = Case(60, 12, 2, 128)  # Qwen2.5-1.5B heads, a 60-node tree: 360 packed rows, 6 row blocks

@@ -44,3 +44,22 @@ def group_queries(q: Float[Array, "B T H D"], kv_heads: int) -> Float[Array, "B 
 def ungroup_queries(o: Float[Array, "B K T G D"]) -> Float[Array, "B T H D"]:
     b, kv_heads, t, g, d = o.shape
     return o.transpose(0, 2, 1, 3, 4).reshape(b, t, kv_heads * g, d)
+
+
+def pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Float[Array, "B K R D"]:
+    """The T x G queries of each kv head as rows (row = t * G + g), zero-padded to `rows_pad` rows."""
+    b, t, h, d = q.shape
+    rows = group_queries(q, kv_heads).reshape(b, kv_heads, t * (h // kv_heads), d)
+    return jnp.pad(rows, ((0, 0), (0, 0), (0, rows_pad - rows.shape[2]), (0, 0)))
+
+
+def combine_splits(acc: Float[Array, "B K N R D"], m: Float[Array, "B K N R"], l: Float[Array, "B K N R"], *,
+                   base2: bool = False) -> Float[Array, "B K R D"]:
+    """Merge the N splits' partial softmax states (unnormalised output, running max, sum); splits and rows that saw
+    nothing weigh 0. `base2`: the maxima are in log2 units (a kernel that exponentiates with exp2)."""
+    m_all = jnp.max(m, axis=2, keepdims=True)
+    exp = jnp.exp2 if base2 else jnp.exp
+    w = exp(m - jnp.where(m_all == -jnp.inf, 0.0, m_all))
+    l_all = jnp.sum(w * l, axis=2)
+    o = jnp.sum(w[..., None] * acc, axis=2)
+    return o / jnp.where(l_all == 0.0, 1.0, l_all)[..., None]

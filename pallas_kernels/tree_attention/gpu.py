@@ -6,7 +6,8 @@ Rows: the T queries and the G = H // K query heads of one kv head are packed t-m
 Grid (batch, kv head, row block, split). Batch-1 decode has only K programs per row block, far too few to pull the
 cache at HBM speed, so each row's needed KV blocks (those below start + T, a per-row count read from `start`) are
 split evenly over `num_splits` programs. Each loops over its share with a dynamic trip count: unmasked over full
-prefix blocks, masked over the <= 2 blocks holding tree slots. Partial (acc, max, sum) are merged by `_combine`.
+prefix blocks, masked over the <= 2 blocks holding tree slots. Partial (acc, max, sum) are merged by
+`common.combine_splits`.
 
 The Pallas Triton backend is deprecated in jax 0.11 (Mosaic GPU is the successor); it still lowers and runs there.
 """
@@ -20,8 +21,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 from jaxtyping import Array, Bool, Float, Int
 
-from pallas_kernels.tree_attention.common import (cdiv, group_queries, num_window_blocks, round_up, ungroup_queries,
-                                                 window_mask)
+from pallas_kernels.tree_attention.common import (cdiv, combine_splits, num_window_blocks, pack_rows, round_up,
+                                                 ungroup_queries, window_mask)
 
 MIN_ROWS = 16  # tensor-core dot minimum
 MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in registers
@@ -125,22 +126,6 @@ def _kernel_heads(start_ref, q_ref, k_ref, v_ref, mask_ref, *out_refs, t: int, b
         l_ref[...] = l
 
 
-def _combine(acc: Float[Array, "B K N R D"], m: Float[Array, "B K N R"], l: Float[Array, "B K N R"]
-             ) -> Float[Array, "B K R D"]:
-    """Merge the splits' partial softmax states; splits (and rows) that saw nothing weigh 0."""
-    m_all = jnp.max(m, axis=2, keepdims=True)
-    w = jnp.exp(m - jnp.where(m_all == -jnp.inf, 0.0, m_all))
-    l_all = jnp.sum(w * l, axis=2)
-    o = jnp.sum(w[..., None] * acc, axis=2)
-    return o / jnp.where(l_all == 0.0, 1.0, l_all)[..., None]
-
-
-def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Float[Array, "B K R D"]:
-    b, t, h, d = q.shape
-    rows = group_queries(q, kv_heads).reshape(b, kv_heads, t * (h // kv_heads), d)
-    return jnp.pad(rows, ((0, 0), (0, 0), (0, rows_pad - rows.shape[2]), (0, 0)))
-
-
 def default_layout(t: int) -> str:
     """"packed" for every T: on an H200 "heads" was no faster at T = 60 (25.8 vs 22.4 µs at context 300, 20.3 vs
     20.4 at 2K, 37.8 vs 28.1 at 8K; docs/results/2026-11-30-kernels-draft-model-h200.md). JSPEC_TREE_LAYOUT=heads
@@ -223,7 +208,7 @@ def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_w
     )(start.astype(jnp.int32), q.astype(k.dtype), k, v, mask)
     if num_splits == 1:
         return out[0]
-    o = _combine(*out)[:, :, :t]  # [B, H, T, D]
+    o = combine_splits(*out)[:, :, :t]  # [B, H, T, D]
     return o.transpose(0, 2, 1, 3).astype(q.dtype)
 
 
@@ -242,7 +227,7 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
     scale = d**-0.5 if sm_scale is None else sm_scale
 
     # q is small: bring it to the cache dtype rather than copying the cache.
-    q_rows = _pack_rows(q.astype(k.dtype), kv_heads, rows_pad)
+    q_rows = pack_rows(q.astype(k.dtype), kv_heads, rows_pad)
     mask = jnp.repeat(window_mask(start, block, block_k), groups, axis=1)  # row t * G + g gets query t's mask
     mask = jnp.pad(mask, ((0, 0), (0, rows_pad - t * groups), (0, 0))).astype(jnp.int8)
     width = num_window_blocks(t, block_k) * block_k
@@ -270,5 +255,5 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
         interpret=interpret,
         name="tree_attention_gpu",
     )(start.astype(jnp.int32), q_rows, k, v, mask)
-    out = _combine(acc, m, l)[:, :, : t * groups].reshape(b, kv_heads, t, groups, d)
+    out = combine_splits(acc, m, l)[:, :, : t * groups].reshape(b, kv_heads, t, groups, d)
     return ungroup_queries(out).astype(q.dtype)

@@ -15,7 +15,8 @@ Masks: the tree-window mask (`common.window_mask`, repeated over the G heads of 
 out [B, window block, row, block_k], TMA'd once per program that visits masked blocks and applied there as a select.
 In those blocks V rows from start + T on are also zeroed in SMEM: the cache there may hold anything (even NaN).
 
-One split writes the normalised output rows (cache dtype); several write (acc, max, sum) merged by `_combine`.
+One split writes the normalised output rows (cache dtype); several write (acc, max, sum), merged by
+`common.combine_splits` (maxima in base-2 units).
 
 Interpret mode (CPU) runs the same kernel except that P goes through an SMEM buffer: the Mosaic GPU interpreter's
 wgmma takes SMEM operands only (and no `run_state`, hence a fresh accumulator per P V plus an add).
@@ -31,8 +32,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import mosaic_gpu as plgpu
 from jaxtyping import Array, Bool, Float, Int
 
-from pallas_kernels.tree_attention.common import (cdiv, group_queries, num_window_blocks, round_up, ungroup_queries,
-                                                 window_mask)
+from pallas_kernels.tree_attention.common import (cdiv, combine_splits, num_window_blocks, pack_rows, round_up,
+                                                 ungroup_queries, window_mask)
 
 BLOCK_R = 64  # rows per program: the M of one warpgroup's wgmma
 TARGET_PROGRAMS = 132  # one wave on an H100/H200 (132 SMs)
@@ -179,22 +180,6 @@ def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, *refs, t: int, layer: int,
     plgpu.wait_smem_to_gmem(0)
 
 
-def _combine(acc: Float[Array, "B K N R D"], m: Float[Array, "B K N R"], l: Float[Array, "B K N R"]
-             ) -> Float[Array, "B K R D"]:
-    """Merge the splits' partial softmax states (max in base-2 units); splits and rows that saw nothing weigh 0."""
-    m_all = jnp.max(m, axis=2, keepdims=True)
-    w = jnp.exp2(m - jnp.where(m_all == -jnp.inf, 0.0, m_all))
-    l_all = jnp.sum(w * l, axis=2)
-    o = jnp.sum(w[..., None] * acc, axis=2)
-    return o / jnp.where(l_all == 0.0, 1.0, l_all)[..., None]
-
-
-def _pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Float[Array, "B K R D"]:
-    b, t, h, d = q.shape
-    rows = group_queries(q, kv_heads).reshape(b, kv_heads, t * (h // kv_heads), d)
-    return jnp.pad(rows, ((0, 0), (0, 0), (0, rows_pad - rows.shape[2]), (0, 0)))
-
-
 def _window_mask(start: Int[Array, " B"], block: Bool[Array, "B T T"], groups: int, rows_pad: int,
                  block_k: int) -> Float[Array, "B NW R BK"]:
     """1 (visible) / 0 per (window block, packed row, slot): row t * G + g gets query t's window mask."""
@@ -239,7 +224,7 @@ def tree_attention_mosaic(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K 
     scale = d**-0.5 if sm_scale is None else sm_scale
     p_in_smem = interpret not in (False, None)  # compiled, P feeds the second wgmma from registers
 
-    q_rows = _pack_rows(q.astype(k.dtype), kv_heads, rows_pad)  # q is small: bring it to the cache dtype
+    q_rows = pack_rows(q.astype(k.dtype), kv_heads, rows_pad)  # q is small: bring it to the cache dtype
     mask = _window_mask(start, block, groups, rows_pad, block_k)  # the same for every layer (XLA CSE)
     tiles = _transforms(k.dtype)
     scratch = [
@@ -273,6 +258,6 @@ def tree_attention_mosaic(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K 
         compiler_params=plgpu.CompilerParams(approx_math=True),
         interpret=plgpu.InterpretGPUParams() if interpret is True else (interpret or None),
     )(start.astype(jnp.int32), q_rows, k, v, mask)
-    out = _combine(*out) if partial else out[0]
+    out = combine_splits(*out, base2=True) if partial else out[0]
     out = out[:, :, : t * groups].reshape(b, kv_heads, t, groups, d)
     return ungroup_queries(out).astype(q.dtype)

@@ -1,6 +1,19 @@
-"""Random draft trees for the tree-attention tests and benchmark."""
+"""Test cases and random draft trees for the tree-attention tests and benchmark."""
+
+import dataclasses
 
 import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Case:
+    """One attention shape: T new tokens, query / kv heads, head dim, dtype and cache slots."""
+    t: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    dtype: str = "float32"
+    cache_len: int = 256
 
 
 def ancestor_mask(parents: np.ndarray) -> np.ndarray:
