@@ -63,7 +63,8 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
     timeout 560 python3 bench/xla_flag_sweep.py --bench step --variants default,exhaustive_tiling,no_triton_gemm \
       --out "$out/xla_flags" 2>&1 | tail -n 8 || echo "xla_flag_sweep FAILED (or timed out)" ;;
   step-attention)
-    for kernel in pallas:packed pallas:heads mosaic:packed; do  # JSPEC_ATTENTION:JSPEC_TREE_LAYOUT
+    kernels=${KERNELS:-pallas:packed,pallas:heads,mosaic:packed}  # JSPEC_ATTENTION:JSPEC_TREE_LAYOUT, comma-separated
+    for kernel in ${kernels//,/ }; do
       echo "== $kernel"
       JSPEC_ATTENTION=${kernel%:*} JSPEC_TREE_LAYOUT=${kernel#*:} timeout 150 python3 bench/step_breakdown.py \
         --model qwen2.5-coder-1.5b --weights random --methods token_recycling --contexts 300,2048 \

@@ -7,8 +7,9 @@
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt]   # Domino drafter (default: TF + curriculum)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail)
-#   bash bench/h200_issue5.sh ablation       # domino variants (and dflash; TF + curriculum also with its head
-#                                            # off: domino_headless) on gsm8k + humaneval
+#   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
+#                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
+#                                            # humaneval
 #   bash bench/h200_issue5.sh head-speed     # fused vs unfused Domino head at the 1.5B's shapes
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
 set -euo pipefail
@@ -71,11 +72,13 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
     fi
     cat "$out/bench5_t$temp/summary.md" ;;
   ablation)
-    for v in ${VARIANTS:-tf_curriculum tf ttt}; do
+    VARIANTS=${VARIANTS:-tf_curriculum,tf,ttt}
+    for v in ${VARIANTS//,/ }; do
       [ -d "$work/domino_$v/drafter" ] || { echo "skip $v: not trained"; continue; }
-      methods=vanilla,dflash,domino; [ "$v" = tf_curriculum ] && methods+=,domino_headless  # head off, same model
+      methods=vanilla,domino; [ "$v" = tf_curriculum ] && methods+=,domino_headless  # head off, same model
+      dflash=(); [ -d "$work/dflash/drafter" ] && { methods+=,dflash; dflash=(--dflash-drafter "$work/dflash/drafter"); }
       python3 -m jspec.cli bench --model "$model" --methods "$methods" --dataset gsm8k,humaneval \
-        --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_$v/drafter" $bench_size \
+        "${dflash[@]}" --domino-drafter "$work/domino_$v/drafter" $bench_size \
         --out "$out/ablation_$v" > "$out/ablation_$v.log" 2>&1 || { tail -c 3000 "$out/ablation_$v.log"; exit 1; }
       echo "## domino $v"; cat "$out/ablation_$v/summary.md"
     done ;;
