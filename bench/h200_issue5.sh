@@ -4,7 +4,8 @@
 #
 #   bash bench/h200_issue5.sh probe          # steps/s of the three trainers on a small distilled set -> rates.json
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation)
-#   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt]   # Domino drafter (default: TF + curriculum)
+#   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt|ttt_curriculum]   # Domino drafter (default: TF +
+#                                            # curriculum; ttt: without it, as in the paper's ablation)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
@@ -20,8 +21,9 @@ variant_flags() {
   case "$1" in
     tf_curriculum) echo "" ;;
     tf) echo "--no-curriculum" ;;
-    ttt) echo "--ttt" ;;
-    *) echo "unknown domino variant $1 (tf_curriculum|tf|ttt)" >&2; exit 2 ;;
+    ttt) echo "--ttt --no-curriculum" ;;  # the paper's TTT row
+    ttt_curriculum) echo "--ttt" ;;
+    *) echo "unknown domino variant $1 (tf_curriculum|tf|ttt|ttt_curriculum)" >&2; exit 2 ;;
   esac
 }
 
@@ -81,7 +83,9 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
         "${dflash[@]}" --domino-drafter "$work/domino_$v/drafter" $bench_size \
         --out "$out/ablation_$v" > "$out/ablation_$v.log" 2>&1 || { tail -c 3000 "$out/ablation_$v.log"; exit 1; }
       echo "## domino $v"; cat "$out/ablation_$v/summary.md"
-    done ;;
+    done
+    folders=(); for v in ${VARIANTS//,/ }; do [ -f "$out/ablation_$v/results.jsonl" ] && folders+=("$out/ablation_$v"); done
+    [ ${#folders[@]} -eq 0 ] || python3 bench/plot_ablation.py "${folders[@]}" --out "$out/ablation" ;;
   head-speed)
     python3 bench/domino_head_speed.py --hidden "${HEAD_HIDDEN:-1536}" --vocab "${HEAD_VOCAB:-151936}" \
       --batches 1 --out "$out/head_speed" ${HEAD_FLAGS:-} 2>&1 | tail -n 20 ;;

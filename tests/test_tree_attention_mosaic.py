@@ -149,14 +149,16 @@ def test_bad_tuning_is_rejected():
         tree_attention_mosaic(q, k, v, start, block, block_k=128, num_slots=4, num_splits=2, interpret=True)
 
 
-@pytest.mark.parametrize("t, heads, kv_heads, head_dim, splits", [(60, 12, 2, 128, 1), (60, 12, 2, 128, None),
-                                                                  (1, 12, 2, 128, None), (60, 9, 3, 64, None)])
-def test_lowers_for_h200(t, heads, kv_heads, head_dim, splits):
-    """Attention of layer 5 of a [28, 1, 2304, K, D] cache lowers to a Mosaic GPU custom call for an abstract H200
+@pytest.mark.parametrize("b, t, heads, kv_heads, head_dim, splits", [
+    (1, 60, 12, 2, 128, 1), (1, 60, 12, 2, 128, None), (1, 1, 12, 2, 128, None), (1, 60, 9, 3, 64, None),
+    (4, 60, 9, 3, 64, None),  # block_k 128 with several rows: the mask copy must stay within TMA's 5 dimensions
+])
+def test_lowers_for_h200(b, t, heads, kv_heads, head_dim, splits):
+    """Attention of layer 5 of a [28, B, 2304, K, D] cache lowers to a Mosaic GPU custom call for an abstract H200
     (the compiled path: P from registers, no interpreter), with no GPU present. PTX is only built on a GPU."""
     sds = jax.ShapeDtypeStruct
-    cache = sds((28, 1, 2304, kv_heads, head_dim), jnp.bfloat16)
-    args = (sds((1, t, heads, head_dim), jnp.bfloat16), cache, cache, sds((1,), jnp.int32), sds((1, t, t), jnp.bool_))
+    cache = sds((28, b, 2304, kv_heads, head_dim), jnp.bfloat16)
+    args = (sds((b, t, heads, head_dim), jnp.bfloat16), cache, cache, sds((b,), jnp.int32), sds((b, t, t), jnp.bool_))
     device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
     with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)):
         lowered = jax.jit(functools.partial(tree_attention_mosaic, layer=5, num_splits=splits)

@@ -3,7 +3,8 @@
 Which implementation runs (decided at trace time):
 - `kernel` argument if given: "reference", "tpu", "gpu" or "mosaic";
 - else the environment variable JSPEC_ATTENTION: "reference", "pallas" (the kernel of the default backend), or
-  "mosaic" (GPU: the Mosaic GPU kernel of gpu_mosaic.py instead of the default Triton-lowered one);
+  "mosaic" (GPU: the Mosaic GPU kernel of gpu_mosaic.py instead of the default Triton-lowered one, which measured
+  faster on the H200 at 2K and 8K context and for decode: docs/results/2026-11-30-session7-h200.md);
 - else the kernel of `jax.default_backend()` ("tpu" -> tpu.py, "gpu" -> gpu.py) and the reference anywhere else.
 On GPUs, JSPEC_TREE_LAYOUT=heads runs tree verification (16..128 new tokens) with the kernel's "heads" layout
 instead of the default "packed" one (see `gpu.default_layout`).

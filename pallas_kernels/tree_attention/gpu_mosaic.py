@@ -12,7 +12,7 @@ and acc += P V (wgmma, P from registers). wgmma results are awaited within the s
 refilled at the start of the next one.
 
 Masks: the tree-window mask (`common.window_mask`, repeated over the G heads of a row) is a bf16 1 / 0 array laid
-out [B, window block, row, block_k], TMA'd once per program that visits masked blocks and applied there as a select.
+out [B x window block, row, block_k], TMA'd once per program that visits masked blocks and applied there as a select.
 In those blocks V rows from start + T on are also zeroed in SMEM: the cache there may hold anything (even NaN).
 
 One split writes the normalised output rows (cache dtype); several write (acc, max, sum), merged by
@@ -103,7 +103,8 @@ def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, *refs, t: int, layer: int,
 
     @pl.when(visits_masked)
     def _():
-        plgpu.copy_gmem_to_smem(mask_ref.at[b, :, rows], mask_smem, mask_bar)
+        n_window = mask_smem.shape[0]
+        plgpu.copy_gmem_to_smem(mask_ref.at[pl.ds(b * n_window, n_window), rows], mask_smem, mask_bar)
 
     def fetch(kb):
         slot = lax.rem(kb - lo, num_slots)
@@ -181,13 +182,17 @@ def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, *refs, t: int, layer: int,
 
 
 def _window_mask(start: Int[Array, " B"], block: Bool[Array, "B T T"], groups: int, rows_pad: int,
-                 block_k: int) -> Float[Array, "B NW R BK"]:
-    """1 (visible) / 0 per (window block, packed row, slot): row t * G + g gets query t's window mask."""
+                 block_k: int) -> Float[Array, "BNW R BK"]:
+    """1 (visible) / 0 per (row b's window block, packed row, slot): row t * G + g gets query t's window mask.
+
+    Batch and window blocks share the leading axis: a TMA copy has at most 5 dimensions, and a [NW, 64, 128] slice
+    in 128-byte tiles already takes 5 (a separate batch axis made it 6 with block_k 128)."""
     t = block.shape[1]
     mask = jnp.repeat(window_mask(start, block, block_k), groups, axis=1)
     mask = jnp.pad(mask, ((0, 0), (0, rows_pad - t * groups), (0, 0)))
     mask = mask.astype(jnp.bfloat16)  # a 16-bit type loads in the wgmma register layout like the scores
-    return mask.reshape(mask.shape[0], rows_pad, -1, block_k).transpose(0, 2, 1, 3)
+    mask = mask.reshape(mask.shape[0], rows_pad, -1, block_k).transpose(0, 2, 1, 3)
+    return mask.reshape(-1, rows_pad, block_k)
 
 
 @functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "block_k", "num_splits", "num_slots", "interpret"))
