@@ -13,6 +13,8 @@
 #                                            # humaneval
 #   bash bench/h200_issue5.sh head-speed     # fused vs unfused Domino head at the 1.5B's shapes
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
+#   bash bench/h200_issue5.sh profile        # no GGUF or training needed (random weights): step, propose and verify
+#                                            # of dflash / domino / domino_topk / domino_headless, with kernel tables
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
@@ -40,7 +42,7 @@ train_drafter() {  # kind run_name extra_flags...
   cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true
 }
 
-case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
+case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs|profile}" in
   probe)
     rm -rf "$work/probe_data" "$work/probe"
     python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-64}" \
@@ -92,4 +94,9 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs}" in
   costs)
     python3 bench/step_breakdown.py --model "$model" --dtype "$dtype" --methods token_recycling \
       --contexts 2048,8192 --out "$out/costs" 2>&1 | tail -n 4 ;;
+  profile)
+    timeout 540 python3 bench/step_breakdown.py --model "$model" --weights random --dtype "$dtype" \
+      --methods "${METHODS:-dflash,domino,domino_topk,domino_headless}" --dflash-drafter random \
+      --domino-drafter random --contexts 300 --parts decode,step,propose,verify --profile --reps 5 \
+      --out "$out/profile" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
 esac

@@ -5,24 +5,63 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
-from jspec.methods import EAGLE3_METHODS, Method, build
+from jspec.errors import UserError
+from jspec.methods import EAGLE3_METHODS, Method, build, dflash_method
 from jspec.models.loading import LoadedModel
+
+BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_headless", "graft_tail")  # block drafters' bench labels
+DOMINO_TOPK = {"candidates": 64, "gru_table": True}  # as `jspec bench`'s domino_topk at its default --candidates
 
 
 def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
-    """--model, --methods (default `methods`), --dataset, --dtype, --eagle3-drafter, --method-state."""
+    """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --method-state."""
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
-    ap.add_argument("--methods", default=methods)
+    ap.add_argument("--methods", default=methods,
+                    help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_headless)")
     ap.add_argument("--dataset", default="humaneval")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
+    ap.add_argument("--dflash-drafter", help="DFlash checkpoint of dflash and graft_tail, or `random`: the training "
+                    "recipe's 5-layer drafter with random weights (step costs do not depend on weight values)")
+    ap.add_argument("--domino-drafter", help="Domino checkpoint of domino, domino_topk and domino_headless (and of "
+                    "graft_tail without --dflash-drafter), or `random`")
     ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                     help="start METHOD from a saved state (e.g. graft=calibrated.npz from `jspec calibrate`)")
+
+
+def random_block_drafter(model: LoadedModel, domino: bool):
+    """The architecture `jspec train dflash|domino` builds for `model` by default, with random weights."""
+    from flax import nnx
+
+    from jspec.drafters.dflash import DFlashDrafter
+    from jspec.drafters.domino import DominoDrafter
+    from jspec.train.dflash import DFlashTrainConfig, drafter_config
+
+    cfg = drafter_config(model.cfg, DFlashTrainConfig(domino=domino))
+    return (DominoDrafter if domino else DFlashDrafter)(cfg, dtype=model.dtype, rngs=nnx.Rngs(0))
+
+
+def _block_method(label: str, args: argparse.Namespace, model: LoadedModel) -> tuple[Method, Any]:
+    from jspec.bench.runner import method_of
+    from jspec.io.dflash_checkpoint import load_dflash_checkpoint
+
+    spec = (args.dflash_drafter or args.domino_drafter) if label == "graft_tail" else \
+        args.dflash_drafter if label == "dflash" else args.domino_drafter
+    if not spec:
+        raise UserError(f"{label} needs --{'dflash' if label == 'dflash' else 'domino'}-drafter (a checkpoint or "
+                        "`random`)")
+    domino = label != "dflash" and not (label == "graft_tail" and args.dflash_drafter)
+    drafter = (random_block_drafter(model, domino) if spec == "random" else
+               load_dflash_checkpoint(spec, model.cfg, model.dtype))
+    return dflash_method(method_of(label), model, drafter, **(DOMINO_TOPK if label == "domino_topk" else {}))
 
 
 def built_methods(args: argparse.Namespace, model: LoadedModel) -> Iterator[tuple[str, Method, Any, Any]]:
     """(name, method, method params, saved state or None) for each of --methods."""
     saved = dict(spec.split("=", 1) for spec in args.method_state)
     for name in args.methods.split(","):
-        method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
+        if name in BLOCK_LABELS:
+            method, params = _block_method(name, args, model)
+        else:
+            method, params = build(name, model, args.eagle3_drafter if name in EAGLE3_METHODS else None)
         yield name, method, params, method.load_state(saved[name]) if name in saved else None

@@ -1,0 +1,56 @@
+"""bench/method_args.py: the block drafters' bench labels resolve to the right method and options, `random`
+drafters have the training recipe's architecture, and a missing drafter is a clear error."""
+
+import argparse
+import pathlib
+import sys
+
+import jax.numpy as jnp
+import pytest
+from flax import nnx
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+from bench.method_args import add_method_arguments, built_methods  # noqa: E402
+from jspec.config import ModelConfig, RopeConfig  # noqa: E402
+from jspec.errors import UserError  # noqa: E402
+from jspec.methods.dflash import DFlash, Domino  # noqa: E402
+from jspec.methods.graft_tail import GraftTail  # noqa: E402
+from jspec.models.decoder import Decoder  # noqa: E402
+from jspec.models.loading import LoadedModel  # noqa: E402
+
+TARGET = ModelConfig(family="qwen3", vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=8, num_heads=4,
+                     num_kv_heads=2, head_dim=8, rms_norm_eps=1e-6, rope=RopeConfig(theta=10000.0), qk_norm=True)
+
+
+@pytest.fixture(scope="module")
+def target():
+    graphdef, params = nnx.split(Decoder(TARGET, dtype=jnp.float32, rngs=nnx.Rngs(0)))
+    return LoadedModel(name="tiny", cfg=TARGET, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
+                       chat=False)
+
+
+def parse(*argv):
+    ap = argparse.ArgumentParser()
+    add_method_arguments(ap, "vanilla")
+    return ap.parse_args(list(argv))
+
+
+def test_block_labels_with_random_drafters(target):
+    args = parse("--methods", "dflash,domino_topk,domino_headless,graft_tail", "--dflash-drafter", "random",
+                 "--domino-drafter", "random")
+    built = {name: (method, params) for name, method, params, _ in built_methods(args, target)}
+    dflash, _ = built["dflash"]
+    assert type(dflash) is DFlash and len(dflash.taps) == 5  # the recipe's 5 layers, one tap each
+    topk, topk_params = built["domino_topk"]
+    assert isinstance(topk, Domino) and topk.candidates == 64 and "gru_table" in topk_params
+    assert "head" in topk_params["drafter"]
+    headless, headless_params = built["domino_headless"]
+    assert type(headless) is DFlash and "head" not in headless_params["drafter"]  # the Domino backbone alone
+    tail, _ = built["graft_tail"]
+    assert isinstance(tail, GraftTail) and not tail.head  # --dflash-drafter wins for graft_tail
+
+
+def test_missing_drafter_names_the_flag(target):
+    with pytest.raises(UserError, match="--domino-drafter"):
+        list(built_methods(parse("--methods", "domino"), target))
