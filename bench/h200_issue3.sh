@@ -20,6 +20,8 @@
 #   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, then tree-attention layouts and the
 #                                      # Mosaic GPU kernel at the bench's contexts
 #   bash bench/h200_issue3.sh profile  # no GGUF needed: a random-weight step profile (decode, verify, step)
+#   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
+#                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
 #   bash bench/h200_issue3.sh loop-profile  # kernels per step of the bench's own decode loop (vanilla and TR on
 #                                           # one HumanEval prompt, the bench's padding and cache size)
 # Each step fits one 10-minute device call (its parts have timeouts).
@@ -30,7 +32,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|loop-profile}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|loop-profile|tr-stats}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -93,6 +95,11 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
     timeout 500 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
       --contexts 300,2048 --parts decode,verify,step --profile --reps 5 --out "$out/step_random" 2>&1 | tail -n 4 \
       || echo "step_breakdown FAILED" ;;
+  tr-stats)
+    [ -f "$JSPEC_HOME/datasets/sharegpt.jsonl" ] || gunzip -c .stage/datasets_sg/sharegpt.jsonl.gz \
+      > "$JSPEC_HOME/datasets/sharegpt.jsonl"
+    timeout 500 python3 bench/tr_node_stats.py --model qwen2.5-coder-1.5b --dataset sharegpt --limit "${LIMIT:-50}" \
+      --out "$out/tr_stats" 2>&1 | tail -n 2 || echo "tr_node_stats FAILED" ;;
   loop-profile)
     timeout 500 python3 bench/loop_profile.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling \
       --dataset humaneval --out "$out/loop_profile" 2>&1 | tail -n 4 || echo "loop_profile FAILED" ;;

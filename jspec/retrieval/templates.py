@@ -106,6 +106,34 @@ def tr_prefix(size: int) -> Template:
     return Template.from_paths(_paths(TR_222)[: size - 1])
 
 
+def words(t: Template) -> list[str]:
+    """Each node's rank path as a word ("" for the root, "01" for the root's rank-0 child's rank-1 child)."""
+    out = [""]
+    for parent, rank in zip(t.parents[1:], t.ranks[1:]):
+        out.append(out[parent] + str(rank))
+    return out
+
+
+def best_subtree(base: Template, counts: np.ndarray, size: int) -> Template:
+    """The `size`-slot subtree of `base` (root included) whose nodes were accepted most often: grown from the root,
+    always taking the most-accepted child of the nodes taken so far (ties: shallower, then earlier), so it is
+    ancestor-closed; in BFS order."""
+    if not 1 <= size <= base.size or len(counts) != base.size:
+        raise ValueError(f"a subtree of 1..{base.size} slots needs {base.size} counts; got {size} and {len(counts)}")
+    children = [[] for _ in range(base.size)]
+    for i in range(1, base.size):
+        children[base.parents[i]].append(i)
+    taken, frontier = [0], list(children[0])
+    while len(taken) < size:
+        best = min(frontier, key=lambda i: (-counts[i], base.depths[i], i))
+        frontier.remove(best)
+        taken.append(best)
+        frontier += children[best]
+    taken.sort(key=lambda i: (base.depths[i], i))  # BFS order: depth, then the base's order within a level
+    paths = words(base)
+    return Template.from_paths([tuple(int(c) for c in paths[i]) for i in taken[1:]])
+
+
 def template(name: str) -> Template:
     """`"tr-2.2.2"`: the 81-slot Token Recycling tree; `"tr-60"`: its first 59 nodes + root (a 60-slot budget)."""
     if name == "tr-2.2.2":
