@@ -22,6 +22,7 @@
 #   bash bench/h200_issue3.sh profile  # no GGUF needed: a random-weight step profile (decode, verify, step)
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
 #                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
+#   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on tr-stats' subtree
 #   bash bench/h200_issue3.sh loop-profile  # kernels per step of the bench's own decode loop (vanilla and TR on
 #                                           # one HumanEval prompt, the bench's padding and cache size)
 # Each step fits one 10-minute device call (its parts have timeouts).
@@ -32,7 +33,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|loop-profile|tr-stats}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|loop-profile|tr-stats|tr-tuned}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -100,6 +101,12 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
       > "$JSPEC_HOME/datasets/sharegpt.jsonl"
     timeout 500 python3 bench/tr_node_stats.py --model qwen2.5-coder-1.5b --dataset sharegpt --limit "${LIMIT:-50}" \
       --out "$out/tr_stats" 2>&1 | tail -n 2 || echo "tr_node_stats FAILED" ;;
+  tr-tuned)
+    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling,token_recycling_tuned \
+      --tr-tree "$out/tr_stats/tr_node_stats.json" --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 \
+      --dtype bfloat16 --out "$out/bench_tr_tuned" > "$out/bench_tr_tuned.log" 2>&1 \
+      || { tail -c 4000 "$out/bench_tr_tuned.log"; exit 1; }
+    cat "$out/bench_tr_tuned/summary.md" ;;
   loop-profile)
     timeout 500 python3 bench/loop_profile.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling \
       --dataset humaneval --out "$out/loop_profile" 2>&1 | tail -n 4 || echo "loop_profile FAILED" ;;

@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=None, metavar="K",
                      help="draft_model: grow a 16-slot dynamic tree, K children per node, instead of a chain")
     _add_tail_arguments(gen)
+    gen.add_argument("--tr-tree", metavar="FILE", help="token_recycling: verify this tree instead of the 2.2.2 "
+                     "prefix (bench/tr_node_stats.py's JSON or a file of rank paths; sets the budget)")
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
     gen.add_argument("--method-state", help="start from a saved method state (e.g. `jspec calibrate` output)")
@@ -74,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "--candidates, domino_headless is the --domino-drafter's backbone alone (the head-off "
                        "ablation), draft_model_adaptive is draft_model with --draft-confidence, "
                        "draft_model_tree is draft_model with --draft-top-k, token_recycling_full is token_recycling "
-                       "with the whole 81-slot template")
+                       "with the whole 81-slot template, token_recycling_tuned is token_recycling on --tr-tree")
     bench.add_argument("--dataset", default="humaneval", help="comma-separated: humaneval, gsm8k, mbpp, mtbench, "
                        "alpaca, xsum, sharegpt")
     bench.add_argument("--limit", type=_positive_int("--limit"), default=20, help="prompts per dataset")
@@ -98,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
                        help="draft_model_tree: a 16-slot dynamic tree with K children per node")
     _add_tail_arguments(bench)
+    bench.add_argument("--tr-tree", metavar="FILE", help="tree of token_recycling_tuned: bench/tr_node_stats.py's "
+                       "JSON or a file of rank paths (\"0 1 00 ...\")")
     bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                        help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
                        "`jspec calibrate`); repeatable")
@@ -249,6 +253,10 @@ def run_generate(args) -> None:
     options = {**_budget_option(args.method, args.budget), **_fixed_split_option(args.method, args.fixed_split),
                **_tail_options((args.method,), args), **_candidates_option(args.method, args.candidates),
                **_draft_model_options(args.method, args.draft_confidence, args.draft_top_k)}
+    if args.tr_tree is not None:
+        if args.method != "token_recycling":
+            raise UserError("--tr-tree applies to --method token_recycling only")
+        options |= _tr_tree_option(args.tr_tree)
     if args.gru_table and args.method not in ("domino", "graft_tail"):
         raise UserError("--gru-table applies to --method domino and graft_tail only")
     get_method(args.method, **_drafter_placeholder(args.method), **options)
@@ -319,6 +327,11 @@ def run_bench(args) -> None:
     tail_options = _tail_options(methods, args)
     if tail_options:
         get_method("graft_tail", **tail_options)
+    tr_tree = _tr_tree_option(args.tr_tree)
+    if ("token_recycling_tuned" in methods) != bool(tr_tree):
+        raise UserError("token_recycling_tuned and --tr-tree go together")
+    if tr_tree:
+        get_method("token_recycling", **tr_tree)
     method_states = []
     for spec in args.method_state:
         name, sep, path = spec.partition("=")
@@ -345,7 +358,8 @@ def run_bench(args) -> None:
                       candidates=args.candidates, draft_confidence=args.draft_confidence,
                       draft_top_k=args.draft_top_k,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
-                      dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter)
+                      dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter,
+                      tr_tree=tr_tree.get("tree", ()))
     out = pathlib.Path(args.out)
     run(model, cfg, out)
     device = jax.devices()[0].device_kind
@@ -513,6 +527,16 @@ def _fixed_split_option(method: str, fixed_split: int | None) -> dict:
     if method != "graft":
         raise UserError("--fixed-split applies to --method graft only")
     return {"fixed_split": fixed_split}
+
+
+def _tr_tree_option(path: str | None) -> dict:
+    """token_recycling's `tree` (and the `budget` it sets) from a --tr-tree file."""
+    if path is None:
+        return {}
+    from jspec.retrieval.templates import read_tree
+
+    tree = read_tree(path)
+    return {"tree": tree, "budget": len(tree) + 1}
 
 
 def _candidates_option(method: str, candidates: int | None) -> dict:

@@ -291,9 +291,22 @@ def test_malformed_prompts_file_records(loaded, tmp_path, content, keywords):
                      ["threshold", "[0, 1]"], id="tail-threshold-out-of-range"),
         pytest.param(["--methods", "draft_model_adaptive", "--draft-confidence", "2"], ["min confidence", "[0, 1]"],
                      id="draft-confidence-out-of-range"),
+        pytest.param(["--methods", "token_recycling_tuned"], ["token_recycling_tuned", "--tr-tree"],
+                     id="tuned-without-tree"),
+        pytest.param(["--methods", "pld", "--tr-tree", "TREE"], ["token_recycling_tuned", "--tr-tree"],
+                     id="tree-without-tuned"),
+        pytest.param(["--methods", "token_recycling_tuned", "--tr-tree", "MISSING"], ["tree file", "nope.txt", "no such file"],
+                     id="missing-tree-file"),
+        pytest.param(["--methods", "token_recycling_tuned", "--tr-tree", "BADTREE"], ["token_recycling tree", "'9'"],
+                     id="bad-rank"),
     ],
 )
 def test_bench_bad_method_options(args, keywords, tmp_path):
+    (tmp_path / "tree.txt").write_text("0 1 00\n")
+    (tmp_path / "bad.txt").write_text("0 9\n")
+    paths = {"TREE": str(tmp_path / "tree.txt"), "MISSING": str(tmp_path / "nope.txt"),
+             "BADTREE": str(tmp_path / "bad.txt")}
+    args = [paths.get(a, a) for a in args]
     assert_user_error(run_cli("bench", *args, "--out", str(tmp_path / "b")), *keywords)
 
 
@@ -313,6 +326,8 @@ def test_bench_bad_method_options(args, keywords, tmp_path):
         pytest.param(["--method", "pld", "--gru-table"], ["--gru-table", "domino"], id="gru-table-without-domino"),
         pytest.param(["--method", "draft_model", "--draft-top-k", "2", "--draft-confidence", "0.5"],
                      ["applies to the chain"], id="draft-tree-with-confidence"),
+        pytest.param(["--method", "pld", "--tr-tree", "t.txt"], ["--tr-tree", "token_recycling"],
+                     id="tree-without-token-recycling"),
     ],
 )
 def test_generate_bad_method_options(args, keywords):
@@ -429,16 +444,20 @@ def test_calibrate_then_generate_with_the_saved_state(loaded, tmp_path):
 @real_model
 def test_bench_writes_results_summary_and_plot(loaded, tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "jspec.cli", "bench", "--methods", "vanilla,pld,token_recycling_full",
+    tree = tmp_path / "tree.txt"
+    tree.write_text("0 1 00 000 0000 00000\n")  # a deep chain: a tree the 2.2.2 prefixes never are
+    proc = subprocess.run([sys.executable, "-m", "jspec.cli", "bench", "--methods",
+                           "vanilla,pld,token_recycling_full,token_recycling_tuned", "--tr-tree", str(tree),
                            "--dataset", "humaneval", "--limit", "2", "--max-new-tokens", "8", "--dtype", "float32",
                            "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-2000:]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert [(r["method"], r["dataset"]) for r in rows] == [(m, "humaneval") for m in
                                                           ("vanilla", "vanilla", "pld", "pld", "token_recycling_full",
-                                                           "token_recycling_full")]
+                                                           "token_recycling_full", "token_recycling_tuned",
+                                                           "token_recycling_tuned")]
     assert all(r["identical"] for r in rows)  # greedy float32: lossless
     summary = (out / "summary.md").read_text()
-    assert "`jspec bench --methods vanilla,pld,token_recycling_full --dataset humaneval --limit 2" in summary
+    assert "`jspec bench --methods vanilla,pld,token_recycling_full,token_recycling_tuned --tr-tree" in summary
     assert "| humaneval | token_recycling_full | 2 |" in summary and "100%" in summary  # the 81-slot template
     assert (out / "summary.png").stat().st_size > 1000

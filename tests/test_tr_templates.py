@@ -1,9 +1,17 @@
-"""Token Recycling trees: rank-path words of a template and the most-accepted subtree (bench/tr_node_stats.py)."""
+"""Token Recycling trees: rank-path words of a template, the most-accepted subtree (bench/tr_node_stats.py), tree
+files, and token_recycling on a given tree (validated; greedy equals vanilla)."""
+
+import json
 
 import numpy as np
 import pytest
+from test_dflash import KW, PROMPTS, V, tiny_target  # noqa: F401 (tiny_target: a fixture)
 
-from jspec.retrieval.templates import TR_SIZE, Template, best_subtree, tr_prefix, words
+from jspec.decode import generate
+from jspec.errors import UserError
+from jspec.methods.token_recycling import TokenRecycling
+from jspec.retrieval.templates import TR_SIZE, Template, best_subtree, read_tree, tr_prefix, words
+from jspec.spec_decode import speculative_generate
 
 
 def as_paths(ws):
@@ -43,3 +51,40 @@ def test_bad_sizes():
         best_subtree(full, np.ones(TR_SIZE), 82)
     with pytest.raises(ValueError, match="needs 81 counts"):
         best_subtree(full, np.ones(60), 60)
+
+
+def test_read_tree(tmp_path):
+    (tmp_path / "stats.json").write_text(json.dumps({"chosen": ["0", "1", "00"], "nodes": []}))
+    (tmp_path / "words.txt").write_text("0 1\n00\n")
+    assert read_tree(tmp_path / "stats.json") == read_tree(tmp_path / "words.txt") == ("0", "1", "00")
+    (tmp_path / "other.json").write_text("{}")
+    with pytest.raises(UserError, match="no \"chosen\" list"):
+        read_tree(tmp_path / "other.json")
+    (tmp_path / "empty.txt").write_text(" \n")
+    with pytest.raises(UserError, match="empty"):
+        read_tree(tmp_path / "empty.txt")
+
+
+@pytest.mark.parametrize("tree, budget, message", [
+    (("0", "9"), 3, "'9' is not a rank path"),
+    (("0", "x1"), 3, "'x1' is not a rank path"),
+    (("00", "0"), 3, "comes before its parent"),
+    (("0", "0"), 3, "repeated"),
+    (("0", "1"), 60, "3 slots with its root, but the budget is 60"),
+])
+def test_bad_custom_trees(tree, budget, message):
+    with pytest.raises(UserError, match=message):
+        TokenRecycling(vocab_size=V, budget=budget, tree=tree)
+
+
+def test_custom_tree_is_lossless(tiny_target):
+    """A deep chain plus a few siblings, decoded greedily, equals vanilla (twice: cold, then from the warm matrix)."""
+    m = tiny_target
+    vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
+    tree = ("0", "1", "00", "01", "000", "0000", "00000", "000000", "0000000")
+    method = TokenRecycling(vocab_size=V, budget=len(tree) + 1, tree=tree)
+    assert method.tree_size == 10 and method.max_depth == 7
+    first = speculative_generate(m.graphdef, m.params, PROMPTS, method=method, **KW)
+    again = speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_state=first.method_state, **KW)
+    assert first.tokens == again.tokens == vanilla
+    assert max(max(a) for a in again.accepted) > 1  # the warm matrix gets drafts accepted

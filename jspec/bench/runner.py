@@ -37,6 +37,7 @@ class BenchConfig:
     graft_tail_options: tuple[tuple[str, object], ...] = ()  # e.g. (("threshold", 0.5), ("tail", "tree"))
     dflash_drafter: str | None = None  # DFlash (or Domino) checkpoint of dflash, and of graft_tail
     domino_drafter: str | None = None  # Domino checkpoint of domino, and of graft_tail without dflash_drafter
+    tr_tree: tuple[str, ...] = ()  # `token_recycling_tuned`: rank paths of its tree (e.g. bench/tr_node_stats.py's)
     max_prompt_tokens: int = 1024
 
 
@@ -54,6 +55,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
     options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
     options["token_recycling_full"] = {"budget": TR_SIZE}  # the paper's whole 2.2.2 template
+    options["token_recycling_tuned"] = {"budget": len(cfg.tr_tree) + 1, "tree": cfg.tr_tree}
     options["graft_tail"] = dict(cfg.graft_tail_options)
     if "eagle3" in methods and {"graft", "graft_fixed", "eagle3_pruned"} & set(methods):
         # The dense baseline grows the same tree Graft prunes (Graft drafts deeper than eagle3's default).
@@ -107,10 +109,11 @@ def method_of(label: str) -> str:
     `domino_topk` domino with a candidate-restricted correction and the GRU input table, `domino_headless` the Domino
     checkpoint's backbone alone (dflash on it: the head-off ablation), `draft_model_adaptive` draft_model with a
     confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree, `token_recycling_full`
-    token_recycling with the whole 81-slot template instead of the 60-slot budget)."""
+    token_recycling with the whole 81-slot template instead of the 60-slot budget, `token_recycling_tuned`
+    token_recycling on a given tree, `--tr-tree`)."""
     return {"graft_fixed": "graft", "domino_topk": "domino", "domino_headless": "dflash",
-            "draft_model_adaptive": "draft_model",
-            "draft_model_tree": "draft_model", "token_recycling_full": "token_recycling"}.get(label, label)
+            "draft_model_adaptive": "draft_model", "draft_model_tree": "draft_model",
+            "token_recycling_full": "token_recycling", "token_recycling_tuned": "token_recycling"}.get(label, label)
 
 
 def _encode(model: LoadedModel, prompts: list[dict], max_tokens: int) -> list[dict]:

@@ -1,8 +1,9 @@
 """`token_recycling`: candidates retrieved from an adjacency matrix of the target's own past top-k successors.
 
 The tree is a BFS prefix of Token Recycling's 81-slot "2.2.2" template (budget 60 by default, 81 for the paper's
-tree); after every verification each verified node's row becomes the target's top-k there. The matrix is the
-method state, so it stays warm across prompts (hot start) unless the caller passes a fresh one.
+tree), or a given tree of rank paths (`tree`, e.g. the most-accepted subtree that `bench/tr_node_stats.py` measures);
+after every verification each verified node's row becomes the target's top-k there. The matrix is the method state,
+so it stays warm across prompts (hot start) unless the caller passes a fresh one.
 """
 
 import dataclasses
@@ -11,15 +12,28 @@ import functools
 from jspec.errors import UserError
 from jspec.methods.base import Context, Method
 from jspec.retrieval import adjacency
-from jspec.retrieval.templates import TR_SIZE, Template, tr_prefix
+from jspec.retrieval.templates import K, TR_SIZE, Template, tr_prefix
 from jspec.tree import from_static_parents
 
 
 @functools.cache
-def budget_template(budget: int) -> Template:
-    if not 1 <= budget <= TR_SIZE:
-        raise UserError(f"token_recycling budget must be in 1..{TR_SIZE}, got {budget}")
-    return tr_prefix(budget)
+def budget_template(budget: int, tree: tuple[str, ...] = ()) -> Template:
+    """The BFS prefix of the 2.2.2 tree with `budget` slots, or the tree of the rank paths `tree` (root excluded;
+    parents first), which must then have `budget` slots with its root."""
+    if not tree:
+        if not 1 <= budget <= TR_SIZE:
+            raise UserError(f"token_recycling budget must be in 1..{TR_SIZE}, got {budget}")
+        return tr_prefix(budget)
+    bad = [w for w in tree if not (w.isdigit() and all(int(c) < K for c in w))]
+    if bad:
+        raise UserError(f"token_recycling tree: {bad[0]!r} is not a rank path (digits 0..{K - 1}, e.g. \"010\")")
+    try:
+        template = Template.from_paths([tuple(int(c) for c in w) for w in tree])
+    except ValueError as e:
+        raise UserError(f"token_recycling tree: {e}") from None
+    if template.size != budget:
+        raise UserError(f"token_recycling tree has {template.size} slots with its root, but the budget is {budget}")
+    return template
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,9 +42,10 @@ class TokenRecycling(Method):
     vocab_size: int = 0  # set from the target by methods.build
     budget: int = 60
     k: int = 8
+    tree: tuple[str, ...] = ()  # rank paths of a custom tree (len = budget - 1); empty: the 2.2.2 prefix
 
     def __post_init__(self):
-        budget_template(self.budget)  # validates the budget early
+        budget_template(self.budget, self.tree)  # validates the budget and tree early
 
     @property
     def tree_size(self) -> int:
@@ -38,7 +53,7 @@ class TokenRecycling(Method):
 
     @property
     def max_depth(self) -> int:
-        return int(budget_template(self.budget).depths.max())
+        return int(budget_template(self.budget, self.tree).depths.max())
 
     def init_state(self, params, batch: int, max_cache_len: int) -> adjacency.Adjacency:
         if self.vocab_size < 1:
@@ -46,7 +61,7 @@ class TokenRecycling(Method):
         return adjacency.init(self.vocab_size, self.k)
 
     def propose(self, params, state: adjacency.Adjacency, ctx: Context):
-        t = budget_template(self.budget)
+        t = budget_template(self.budget, self.tree)
         tokens = adjacency.retrieve(state, ctx.root, t.parents, t.ranks)
         return from_static_parents(tokens, t.parents), state
 

@@ -6,6 +6,7 @@ is entry `ranks[i]` of its parent's adjacency row. Retrieval then needs one gath
 
 import dataclasses
 import functools
+import json
 import pathlib
 
 import numpy as np
@@ -132,6 +133,26 @@ def best_subtree(base: Template, counts: np.ndarray, size: int) -> Template:
     taken.sort(key=lambda i: (base.depths[i], i))  # BFS order: depth, then the base's order within a level
     paths = words(base)
     return Template.from_paths([tuple(int(c) for c in paths[i]) for i in taken[1:]])
+
+
+def read_tree(path: str | pathlib.Path) -> tuple[str, ...]:
+    """Rank paths of a tree file: `bench/tr_node_stats.py`'s JSON (its "chosen" subtree) or whitespace-separated
+    words ("0 1 00 ..."), the root left out."""
+    path = pathlib.Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UserError(f"tree file {path}: {e.strerror or e}") from None
+    if path.suffix == ".json":
+        try:
+            chosen = json.loads(text)["chosen"]
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UserError(f"tree file {path}: not a tr_node_stats.json (no \"chosen\" list)") from None
+        return tuple(str(w) for w in chosen)
+    tree = tuple(text.split())
+    if not tree:
+        raise UserError(f"tree file {path} is empty")
+    return tree
 
 
 def template(name: str) -> Template:
