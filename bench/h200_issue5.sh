@@ -7,7 +7,8 @@
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt|ttt_curriculum]   # Domino drafter (default: TF +
 #                                            # curriculum; ttt: without it, as in the paper's ablation)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, graft_tail x 5 tasks
-#                                            # (TEMP=1: vanilla, dflash, domino, graft_tail)
+#                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
+#                                            # BENCH_NAME, the output folder, override)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
@@ -63,18 +64,14 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs|profile}" in
     train_drafter domino "domino_$v" $(variant_flags "$v") ;;
   bench)
     temp=${TEMP:-0}
-    if [ "$temp" = 0 ]; then
-      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino,domino_topk,graft_tail \
-        --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
-        --dataset "$tasks" $bench_size --out "$out/bench5_t0" > "$out/bench5_t0.log" 2>&1 \
-        || { tail -c 4000 "$out/bench5_t0.log"; exit 1; }
-    else
-      python3 -m jspec.cli bench --model "$model" --methods vanilla,dflash,domino,graft_tail --temperature "$temp" \
-        --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
-        --dataset "$tasks" $bench_size --out "$out/bench5_t$temp" > "$out/bench5_t$temp.log" 2>&1 \
-        || { tail -c 4000 "$out/bench5_t$temp.log"; exit 1; }
-    fi
-    cat "$out/bench5_t$temp/summary.md" ;;
+    name=${BENCH_NAME:-bench5_t$temp}  # a run split over two GPUs by TASKS needs two names
+    methods=vanilla,dflash,domino,domino_topk,graft_tail
+    [ "$temp" = 0 ] || methods=vanilla,dflash,domino,graft_tail
+    python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
+      --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
+      --dataset "$tasks" $bench_size --out "$out/$name" > "$out/$name.log" 2>&1 \
+      || { tail -c 4000 "$out/$name.log"; exit 1; }
+    cat "$out/$name/summary.md" ;;
   ablation)
     VARIANTS=${VARIANTS:-tf_curriculum,tf,ttt}
     for v in ${VARIANTS//,/ }; do
