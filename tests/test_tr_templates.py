@@ -2,6 +2,7 @@
 files, and token_recycling on a given tree (validated; greedy equals vanilla)."""
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
@@ -88,3 +89,18 @@ def test_custom_tree_is_lossless(tiny_target):
     again = speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_state=first.method_state, **KW)
     assert first.tokens == again.tokens == vanilla
     assert max(max(a) for a in again.accepted) > 1  # the warm matrix gets drafts accepted
+
+
+@pytest.mark.parametrize("path", sorted(pathlib.Path(__file__).parents[1].glob("configs/trees/*.json")),
+                         ids=lambda p: p.name)
+def test_shipped_trees(path):
+    """Each shipped tree is a valid 60-slot token_recycling tree inside the 81-slot template, and is the subtree its
+    own recorded acceptance counts choose."""
+    tree = read_tree(path)
+    method = TokenRecycling(vocab_size=V, budget=len(tree) + 1, tree=tree)
+    assert method.tree_size == 60
+    full = tr_prefix(TR_SIZE)
+    counts = {n["path"]: n["accepted"] for n in json.loads(path.read_text())["nodes"]}
+    assert set(counts) == set(words(full))
+    chosen = best_subtree(full, np.array([counts[w] for w in words(full)]), 60)
+    assert tuple(words(chosen)[1:]) == tree
