@@ -7,11 +7,12 @@
 #
 # GPU A (A=0 unless set): distilled data (issue4 distill), then Domino (TF + curriculum). GPU B, the other one:
 # B_FIRST (a bench/h200_gpu.sh list that needs no drafter), then DFlash once the data is there. Each GPU first waits
-# for WAIT_PID_A / WAIT_PID_B, a process still using it, to end. Both drafters train STEPS steps on the same data (same schedule, time limit TIME_LIMIT s). Then
-# `issue5 bench` on BENCH_A_TASKS (GPU A) and BENCH_B_TASKS (GPU B), each to its own folder; `touch $RESULTS/done`
-# marks the end.
+# for WAIT_PID_A / WAIT_PID_B, a process still using it, to end. Both drafters train STEPS steps on the same data
+# (same schedule, time limit TIME_LIMIT s). Then `issue5 bench` on BENCH_A_TASKS (GPU A) and BENCH_B_TASKS (GPU B),
+# each to its own folder, merged into issue5/bench5_t0 (`jspec report`); `touch $RESULTS/done` marks the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
+export PYTHONPATH=/tmp/site:$PWD
 results=${RESULTS:-/root/results}
 mkdir -p "$results"
 steps=${STEPS:?STEPS}
@@ -37,4 +38,5 @@ wait $pa $pb
 bash bench/h200_gpu.sh "$a" "TASKS=${BENCH_A_TASKS:-humaneval,gsm8k,mtbench} BENCH_NAME=bench5_t0_a issue5 bench" & pa=$!
 bash bench/h200_gpu.sh "$b" "TASKS=${BENCH_B_TASKS:-alpaca,xsum} BENCH_NAME=bench5_t0_b issue5 bench" & pb=$!
 wait $pa $pb
+python3 -m jspec.cli report "$results"/issue5/bench5_t0_{a,b} --out "$results/issue5/bench5_t0"
 touch "$results/done"

@@ -1,7 +1,8 @@
-"""`jspec` command line: generate | bench | calibrate | train | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
+"""`jspec` command line: generate | bench | report | calibrate | train | assets. User mistakes exit with status 2 and one `jspec: error: ...` line."""
 
 import argparse
 import json
+import pathlib
 import shlex
 import sys
 import time
@@ -107,6 +108,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "`jspec calibrate`); repeatable")
     bench.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     bench.add_argument("--out", required=True, help="output folder for results.jsonl, summary.md, summary.png")
+    rep = sub.add_parser("report", help="merge `jspec bench` runs (e.g. one per GPU, split by dataset) into one "
+                         "summary")
+    rep.add_argument("runs", nargs="+", metavar="RUN", help="output folders of `jspec bench`")
+    rep.add_argument("--out", required=True, help="folder for the merged results.jsonl, summary.md, summary.png")
     cal = sub.add_parser("calibrate", help="warm up a method's state on ShareGPT prompts and save it")
     cal.add_argument("--model", default="smollm2-135m")
     cal.add_argument("--method", default="token_recycling")
@@ -300,7 +305,6 @@ def run_generate(args) -> None:
 
 
 def run_bench(args) -> None:
-    import pathlib
 
     import jax
 
@@ -373,7 +377,6 @@ def run_bench(args) -> None:
 
 
 def run_train(args) -> None:
-    import pathlib
 
     import jax
 
@@ -395,7 +398,6 @@ def run_train(args) -> None:
 
 
 def run_train_eagle3(args) -> None:
-    import pathlib
 
     import jax
 
@@ -432,7 +434,6 @@ def run_train_eagle3(args) -> None:
 
 
 def run_train_dflash(args) -> None:
-    import pathlib
 
     import jax
 
@@ -606,6 +607,11 @@ def main(argv: list[str] | None = None) -> int:
             run_generate(args)
         elif args.command == "bench":
             run_bench(args)
+        elif args.command == "report":
+            from jspec.bench.report import merge_runs
+
+            merge_runs([pathlib.Path(r) for r in args.runs], pathlib.Path(args.out))
+            print(f"jspec: merged {len(args.runs)} runs into {args.out}/summary.md")
         elif args.command == "calibrate":
             run_calibrate(args)
         elif args.command == "train":

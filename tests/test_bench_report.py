@@ -5,7 +5,8 @@ import json
 import pytest
 
 from jspec.bench.divergence import first_divergence
-from jspec.bench.report import dataset_means, summarize, write_report
+from jspec.bench.report import dataset_means, merge_runs, summarize, write_report
+from jspec.errors import UserError
 
 
 def _rec(method, tokens, steps, seconds, identical=True, gap=None, dataset="gsm8k"):
@@ -65,6 +66,35 @@ def test_dataset_means_weight_each_dataset_once(tmp_path):
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     write_report(tmp_path, "# test")
     assert "| pld | 3.00 | 3.00x | 100.00 |" in (tmp_path / "summary.md").read_text()
+
+
+def _write_run(folder, records):
+    folder.mkdir()
+    (folder / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    write_report(folder, "# run\n\n`jspec bench --dataset " + folder.name + "`")
+
+
+def test_merged_runs_keep_each_speedup_in_its_own_run(tmp_path):
+    """Two GPUs, one dataset each, vanilla at different speeds: each speedup is against its own run's vanilla."""
+    _write_run(tmp_path / "gsm8k", [_rec("vanilla", 10, 10, 1.0), _rec("pld", 10, 5, 0.5)])
+    _write_run(tmp_path / "xsum", [_rec("vanilla", 100, 100, 20.0, dataset="xsum"),
+                                   _rec("pld", 100, 25, 2.5, dataset="xsum")])
+    rows = {(r["dataset"], r["method"]): r
+            for r in merge_runs([tmp_path / "gsm8k", tmp_path / "xsum"], tmp_path / "merged")}
+    assert rows["gsm8k", "pld"]["speedup"] == pytest.approx(2.0) and rows["xsum", "pld"]["speedup"] == 8.0
+    summary = (tmp_path / "merged" / "summary.md").read_text()
+    assert "`jspec bench --dataset gsm8k`" in summary and "`jspec bench --dataset xsum`" in summary
+    assert "| pld | 3.00 | 5.00x |" in summary  # the mean over both datasets
+    assert len((tmp_path / "merged" / "results.jsonl").read_text().splitlines()) == 4
+
+
+def test_merging_refuses_a_dataset_measured_twice(tmp_path):
+    _write_run(tmp_path / "a", [_rec("vanilla", 10, 10, 1.0)])
+    _write_run(tmp_path / "b", [_rec("vanilla", 10, 10, 2.0)])
+    with pytest.raises(UserError, match="gsm8k / vanilla is in both"):
+        merge_runs([tmp_path / "a", tmp_path / "b"], tmp_path / "merged")
+    with pytest.raises(UserError, match="cannot read results.jsonl"):
+        merge_runs([tmp_path / "a", tmp_path / "missing"], tmp_path / "merged")
 
 
 def test_first_divergence():

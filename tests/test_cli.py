@@ -90,6 +90,19 @@ def test_bad_arguments(args, keywords):
     assert_user_error(generate("--prompt", "Hi", "--max-new-tokens", "1", *args), *keywords)
 
 
+def test_report_merges_runs_and_names_a_missing_one(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    write_jsonl(run / "results.jsonl", [{"dataset": "gsm8k", "method": "vanilla", "new_tokens": 8, "steps": 8,
+                                         "seconds": 0.1, "identical": True}])
+    proc = run_cli("report", str(run), "--out", str(tmp_path / "merged"))
+    assert proc.returncode == 0, proc.stderr
+    assert "| gsm8k | vanilla | 1 | 1.00 | 80.0 |" in (tmp_path / "merged" / "summary.md").read_text()
+    assert_user_error(run_cli("report", str(run), str(tmp_path / "nope"), "--out", str(tmp_path / "m2")),
+                      "nope", "results.jsonl")
+    assert not (tmp_path / "m2").exists()
+
+
 def test_prompt_and_prompts_file_are_exclusive(tmp_path):
     file = write_jsonl(tmp_path / "p.jsonl", PROMPTS[:1])
     assert_user_error(generate("--prompt", "Hi", "--prompts-file", str(file)), "--prompts-file", "--prompt")

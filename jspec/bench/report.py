@@ -83,6 +83,41 @@ def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
     return rows
 
 
+def merge_runs(runs: list[pathlib.Path], out_dir: pathlib.Path) -> list[dict]:
+    """One report from several `jspec bench` runs (e.g. one per GPU, split by dataset): their results.jsonl joined
+    into `out_dir`. A (dataset, method) pair may come from one run only, so every speedup stays against the vanilla
+    of the run that measured it."""
+    from jspec.errors import UserError
+
+    seen, records, commands = {}, [], []
+    for run in runs:
+        path = run / "results.jsonl"
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            raise UserError(f"bench run {run}: cannot read results.jsonl ({e.strerror or e})") from None
+        try:
+            run_records = [json.loads(line) for line in lines if line.strip()]
+        except json.JSONDecodeError as e:
+            raise UserError(f"{path}: not JSON lines ({e})") from None
+        for pair in {(r["dataset"], r["method"]) for r in run_records}:
+            if pair in seen:
+                raise UserError(f"{pair[0]} / {pair[1]} is in both {seen[pair]} and {run}: each dataset and method "
+                                "must come from one run")
+            seen[pair] = run
+        records += run_records
+        summary = run / "summary.md"
+        command = next((line for line in summary.read_text(encoding="utf-8").splitlines() if line.startswith("`")),
+                       None) if summary.exists() else None
+        commands.append(f"- {run}: {command or '(no summary.md)'}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / "results.jsonl", "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r) + "\n" for r in records)
+    header = (f"# jspec bench: {len(runs)} runs merged\n\nEach dataset's speedup is against vanilla in the run "
+              "that measured it.\n\n" + "\n".join(commands))
+    return write_report(out_dir, header)
+
+
 def _plot(rows: list[dict], path: pathlib.Path) -> None:
     datasets = sorted({r["dataset"] for r in rows})
     methods = list(dict.fromkeys(r["method"] for r in rows))
