@@ -20,6 +20,8 @@
 #   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, then tree-attention layouts and the
 #                                      # Mosaic GPU kernel at the bench's contexts
 #   bash bench/h200_issue3.sh profile  # no GGUF needed: a random-weight step profile (decode, verify, step)
+#   bash bench/h200_issue3.sh splits   # no GGUF needed: T = 60 tree attention by split count over the bench loop's
+#                                      # 640-slot cache (the heuristic's choice against 1, 2, 3, 5, 8)
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
 #                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
 #   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on tr-stats' subtree
@@ -33,7 +35,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|loop-profile|tr-stats|tr-tuned}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -96,6 +98,9 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
     timeout 500 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
       --contexts 300,2048 --parts decode,verify,step --profile --reps 5 --out "$out/step_random" 2>&1 | tail -n 4 \
       || echo "step_breakdown FAILED" ;;
+  splits)
+    timeout 400 python3 bench/tree_attention_speed.py --contexts 160,300,500 --capacity 640 --splits 1,2,3,5,8 \
+      --out "$out/splits" 2>&1 | tail -n 12 || echo "tree_attention_speed FAILED" ;;
   tr-stats)
     [ -f "$JSPEC_HOME/datasets/sharegpt.jsonl" ] || gunzip -c .stage/datasets_sg/sharegpt.jsonl.gz \
       > "$JSPEC_HOME/datasets/sharegpt.jsonl"

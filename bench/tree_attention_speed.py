@@ -87,7 +87,7 @@ def make_case(rng: np.random.Generator, t: int, context: int, capacity: int, cfg
 
 
 def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, interpret: bool, sweep: bool,
-               rng) -> dict:
+               rng, splits: tuple[int, ...] = ()) -> dict:
     q, k, v, start, block = make_case(rng, t, context, capacity, cfg, jnp.bfloat16)
     dense = BlockMask(start, block).dense(capacity)
     fns = {
@@ -118,7 +118,21 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
         row[f"{name}_GBps"] = kv_bytes / sec / 1e9
     if sweep:
         row["sweep"] = sweep_gpu(args, cfg)
+    if splits:
+        row["splits"] = time_splits(args, cfg, splits, interpret)
     return row
+
+
+def time_splits(args: tuple, cfg: dict, splits: tuple[int, ...], interpret: bool) -> list[dict]:
+    """The GPU kernel at each given split count, everything else at its heuristic (full chains: for reporting)."""
+    rows = []
+    for n in splits:
+        def fn(q, k, v, s, b, m, n=n):
+            return tree_attention_gpu(q, k, v, s, b, num_splits=n, interpret=interpret)
+
+        rows.append({"num_splits": n, "us": time_per_call(fn, args, cfg["chain"], cfg["repeats"]) * 1e6})
+    print("  µs per call by split count: " + " ".join(f"{r['num_splits']}:{r['us']:.1f}" for r in rows))
+    return rows
 
 
 def sweep_gpu(args: tuple, cfg: dict) -> list[dict]:
@@ -161,6 +175,8 @@ def main():
     ap.add_argument("--contexts", help="comma-separated context lengths")
     ap.add_argument("--capacity", type=int, default=0, help="cache slots (default: context + 128)")
     ap.add_argument("--sweep", action="store_true", help="also time the GPU kernel at T = 60 over the SWEEP grid")
+    ap.add_argument("--splits", help="also time the GPU kernel at T = 60 with each of these comma-separated split "
+                    "counts (the rest at its heuristic)")
     args = ap.parse_args()
     cfg = dict(SMOKE if args.smoke else FULL)
     if args.contexts:
@@ -168,7 +184,9 @@ def main():
     kernel = args.kernel or (jax.default_backend() if jax.default_backend() in ("gpu", "tpu") else "gpu")
     interpret = args.smoke or jax.default_backend() != kernel
     rng = np.random.default_rng(0)
-    rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, args.sweep and t == 60 and not interpret, rng)
+    splits = tuple(int(n) for n in args.splits.split(",")) if args.splits and kernel == "gpu" else ()
+    rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, args.sweep and t == 60 and not interpret,
+                       rng, splits if t == 60 else ())
             for t in (60, 1) for c in cfg["contexts"]]
     table = markdown(rows)
     print(table)

@@ -15,7 +15,7 @@ from jax.experimental.pallas import tpu as pltpu
 
 from jspec.models.cache import BlockMask, causal_block_mask
 from pallas_kernels.tree_attention import choose_kernel, tree_attention, tree_attention_reference
-from pallas_kernels.tree_attention.gpu import default_layout, tree_attention_gpu
+from pallas_kernels.tree_attention.gpu import default_layout, default_num_splits, tree_attention_gpu
 from pallas_kernels.tree_attention.testing import Case, random_tree_masks
 from pallas_kernels.tree_attention.tpu import tree_attention_tpu
 
@@ -103,6 +103,16 @@ def test_gpu_heads_layout_one_and_several_splits(num_splits):
     out = tree_attention_gpu(q, k, v, start, block, layout="heads", num_splits=num_splits, block_k=32,
                              interpret=True)
     assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
+
+
+def test_split_count_choice():
+    """A 60-slot tree of the 1.5B (384 packed rows, 6 programs a split) over the bench's 640-slot cache runs in 5
+    splits, not 1; from 2K slots on, the f32 partial outputs stay within the bf16 K/V they summarise."""
+    assert default_num_splits(640, 64, 384, 6, 128) == 5
+    for cache in (2176, 8448, 32896):
+        splits = default_num_splits(cache, 64, 384, 6, 128)
+        assert 1 < splits * 6 <= 132 and splits * 384 * 128 * 4 <= cache * 128 * 2 * 2
+    assert default_num_splits(640, 128, 16, 2, 128) == 2  # decode: no split under 2 blocks of 128 slots
 
 
 def test_layout_choice(monkeypatch):

@@ -28,6 +28,11 @@ MIN_ROWS = 16  # tensor-core dot minimum
 MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in registers
 TARGET_PROGRAMS = 132  # one wave on an H100/H200 (132 SMs)
 MIN_SPLIT_BLOCKS = 2  # below this a split's fixed cost (q load, loop setup) outweighs its KV reads
+# Partial outputs of this size take about a microsecond to write and merge at HBM speed, so they never limit the splits of a short
+# cache: there each program's serial walk over its KV blocks is the cost (in the bench's decode loop, a 60-slot tree
+# over a 640-slot cache ran as 6 programs walking every block of their row, 15 µs a call against 6.5 µs for decode:
+# docs/results/2026-11-30-session8-h200.md).
+PARTIAL_FLOOR_BYTES = 1 << 20
 
 
 def _pow2(n: int) -> bool:
@@ -51,10 +56,13 @@ def default_block_k(cache_len: int, block_r: int) -> int:
     return next(bk for bk in (want, want // 2, want // 4, 16) if cache_len % bk == 0)
 
 
-def default_num_splits(cache_len: int, block_k: int, rows_pad: int, programs_per_split: int) -> int:
+def default_num_splits(cache_len: int, block_k: int, rows_pad: int, programs_per_split: int, head_dim: int) -> int:
     """About one wave of programs, no split shorter than MIN_SPLIT_BLOCKS blocks of a full cache, and the f32
-    partial outputs (splits x rows x D x 4 bytes per kv head) no larger than the bf16 K/V they summarise."""
-    caps = (TARGET_PROGRAMS // programs_per_split, cache_len // block_k // MIN_SPLIT_BLOCKS, cache_len // rows_pad)
+    partial outputs (splits x rows x D x 4 bytes per kv head) no larger than the bf16 K/V they summarise
+    (cache x D x 2 x 2 bytes), or than PARTIAL_FLOOR_BYTES when that is more."""
+    partial_budget = max(cache_len * head_dim * 4, PARTIAL_FLOOR_BYTES)
+    caps = (TARGET_PROGRAMS // programs_per_split, cache_len // block_k // MIN_SPLIT_BLOCKS,
+            partial_budget // (rows_pad * head_dim * 4))
     return max(1, min(caps))
 
 
@@ -175,7 +183,7 @@ def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_w
     groups = h // kv_heads
     tp = max(MIN_ROWS, 1 << (t - 1).bit_length())
     block_k = block_k or default_block_k(s, tp)
-    num_splits = num_splits or default_num_splits(s, block_k, tp, b * h)
+    num_splits = num_splits or default_num_splits(s, block_k, tp, b * h, d)
     scale = d**-0.5 if sm_scale is None else sm_scale
     mask = window_mask(start, block, block_k).astype(jnp.int8)  # [B, T, W]: the same for every layer (XLA CSE)
     width = mask.shape[2]
@@ -223,7 +231,7 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
     rows_pad = round_up(t * groups, block_r)
     n_row_blocks = rows_pad // block_r
     block_k = block_k or default_block_k(s, block_r)
-    num_splits = num_splits or default_num_splits(s, block_k, rows_pad, b * kv_heads * n_row_blocks)
+    num_splits = num_splits or default_num_splits(s, block_k, rows_pad, b * kv_heads * n_row_blocks, d)
     scale = d**-0.5 if sm_scale is None else sm_scale
 
     # q is small: bring it to the cache dtype rather than copying the cache.
