@@ -64,7 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="draft_model: grow a 16-slot dynamic tree, K children per node, instead of a chain")
     _add_tail_arguments(gen)
     gen.add_argument("--tr-tree", metavar="FILE", help="token_recycling: verify this tree instead of the 2.2.2 "
-                     "prefix (bench/tr_node_stats.py's JSON or a file of rank paths; sets the budget)")
+                     "prefix (a tree file from `jspec calibrate --tree-out` or bench/tr_node_stats.py, or a file of "
+                     "rank paths; sets the budget)")
     gen.add_argument("--max-cache-len", type=_positive_int("--max-cache-len"), default=None)
     gen.add_argument("--batch-size", type=_positive_int("--batch-size"), default=1, help="prompts decoded together")
     gen.add_argument("--method-state", help="start from a saved method state (e.g. `jspec calibrate` output)")
@@ -101,8 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
                        help="draft_model_tree: a 16-slot dynamic tree with K children per node")
     _add_tail_arguments(bench)
-    bench.add_argument("--tr-tree", metavar="FILE", help="tree of token_recycling_tuned: bench/tr_node_stats.py's "
-                       "JSON or a file of rank paths (\"0 1 00 ...\")")
+    bench.add_argument("--tr-tree", metavar="FILE", help="tree of token_recycling_tuned: a tree file from `jspec "
+                       "calibrate --tree-out` or bench/tr_node_stats.py, or a file of rank paths (\"0 1 00 ...\")")
     bench.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                        help="start every dataset of METHOD from a saved state (e.g. graft=calibrated.npz from "
                        "`jspec calibrate`); repeatable")
@@ -122,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--seed", type=int, default=0, help="draws graft's warm-up prompts")
     cal.add_argument("--dtype", choices=("auto", "float32", "bfloat16"), default="auto")
     cal.add_argument("--out", required=True, help="file to write the state to (load it with --method-state)")
+    cal.add_argument("--tree-out", metavar="FILE", help="token_recycling: warm up on the whole 81-slot tree, count "
+                     "the nodes the target accepts, and write the --budget-slot subtree they choose (for --tr-tree)")
     train = sub.add_parser("train", help="drafter training pipeline")
     train_sub = train.add_subparsers(dest="train_command", required=True, parser_class=_Parser)
     dist = train_sub.add_parser("distill", help="self-distillation data: the target answers ShareGPT prompts")
@@ -487,6 +490,8 @@ def run_calibrate(args) -> None:
     from jspec.sampling import Sampling
 
     get_method(args.method, **_drafter_placeholder(args.method), **_budget_option(args.method, args.budget))
+    if args.tree_out and args.method != "token_recycling":
+        raise UserError("--tree-out applies to --method token_recycling only")
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype)
     method, params = build(args.method, model, args.drafter, **_budget_option(args.method, args.budget))
@@ -506,6 +511,9 @@ def run_calibrate(args) -> None:
     prompts = pool[: args.warmup]
     if not prompts:
         raise UserError("no ShareGPT prompt of at most 1024 tokens to warm up on")
+    if args.tree_out:
+        _calibrate_tree(args, model, method, prompts)
+        return
     width = max(map(len, prompts))  # one padded width and cache length: one compilation for every prompt
     state = None
     for i, ids in enumerate(tqdm(prompts, desc="warm-up", unit="prompt")):
@@ -514,6 +522,25 @@ def run_calibrate(args) -> None:
                              method_state=state, pad_to=width)
     method.save_state(state, args.out)
     print(f"jspec: saved {args.method} state after {len(prompts)} ShareGPT prompts to {args.out}", file=sys.stderr)
+
+
+def _calibrate_tree(args, model, method, prompts: list[list[int]]) -> None:
+    """--tree-out: the warm-up decodes on the 81-slot tree, counting accepted nodes; the matrix it leaves is saved
+    as usual (it does not depend on the tree it is later used with)."""
+    from jspec.retrieval.tree_stats import count_accepted_nodes, tree_report
+
+    counts, steps, matrix = count_accepted_nodes(model, prompts, max_new_tokens=args.max_new_tokens,
+                                                 desc="warm-up (81-slot tree)")
+    report = tree_report(counts, steps, args.budget, model=args.model, dataset="sharegpt", prompts=len(prompts))
+    try:
+        pathlib.Path(args.tree_out).write_text(json.dumps(report, indent=1), encoding="utf-8")
+    except OSError as e:
+        raise UserError(f"--tree-out {args.tree_out}: {e.strerror or e}") from None
+    method.save_state(matrix, args.out)
+    print(f"jspec: {steps} steps on {len(prompts)} ShareGPT prompts: {report['mat_81']:.3f} tokens accepted per step "
+          f"with the 81-slot tree; the {args.budget}-slot BFS prefix would accept {report['mat_prefix']:.3f}, the "
+          f"chosen subtree {report['mat_chosen']:.3f} (written to {args.tree_out}); state saved to {args.out}",
+          file=sys.stderr)
 
 
 def _budget_option(method: str, budget: int) -> dict:

@@ -455,6 +455,25 @@ def test_calibrate_then_generate_with_the_saved_state(loaded, tmp_path):
 
 
 @real_model
+def test_calibrate_chooses_a_tree_for_tr_tree(loaded, tmp_path):
+    state, tree = tmp_path / "tr.npz", tmp_path / "tree.json"
+    proc = run_cli("calibrate", "--warmup", "1", "--max-new-tokens", "12", "--dtype", "float32", "--budget", "10",
+                   "--tree-out", str(tree), "--out", str(state), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(tree.read_text())
+    counts = [n["accepted"] for n in report["nodes"]]
+    assert len(counts) == 81 and counts[0] == report["steps"] > 0  # the root is on every step's path
+    assert len(report["chosen"]) == 9
+    # Counts never grow down a path, so the greedy subtree is the best 10-slot one: never below the BFS prefix.
+    assert report["mat_81"] >= report["mat_chosen"] >= report["mat_prefix"] >= 1.0
+    records = _records(generate("--method", "token_recycling", "--method-state", str(state), "--tr-tree", str(tree),
+                                "--prompt", "Hi", "--max-new-tokens", "4", "--json"))
+    assert 1 <= records[0]["new_tokens"] <= 4
+    assert_user_error(run_cli("calibrate", "--method", "pld", "--tree-out", str(tree), "--out", str(state)),
+                      "--tree-out", "token_recycling")
+
+
+@real_model
 def test_bench_writes_results_summary_and_plot(loaded, tmp_path):
     out = tmp_path / "bench"
     tree = tmp_path / "tree.txt"

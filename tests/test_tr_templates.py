@@ -1,8 +1,10 @@
 """Token Recycling trees: rank-path words of a template, the most-accepted subtree (bench/tr_node_stats.py), tree
 files, and token_recycling on a given tree (validated; greedy equals vanilla)."""
 
+import dataclasses
 import json
 import pathlib
+import types
 
 import numpy as np
 import pytest
@@ -104,3 +106,19 @@ def test_shipped_trees(path):
     assert set(counts) == set(words(full))
     chosen = best_subtree(full, np.array([counts[w] for w in words(full)]), 60)
     assert tuple(words(chosen)[1:]) == tree
+
+
+def test_counted_nodes_follow_the_accepted_paths(tiny_target):
+    """Counts of the 81-slot tree: the root once per step, never more on a child than on its parent; the matrix
+    comes back warm; the report's accepted lengths are ordered as the trees nest."""
+    from jspec.retrieval.tree_stats import count_accepted_nodes, tree_report
+
+    model = dataclasses.replace(tiny_target, tokenizer=types.SimpleNamespace(eos_token_ids=()))  # no EOS: full runs
+    counts, steps, matrix = count_accepted_nodes(model, PROMPTS, max_new_tokens=40, progress=False)
+    full = tr_prefix(TR_SIZE)
+    assert counts[0] == steps > 0
+    assert all(counts[i] <= counts[full.parents[i]] for i in range(1, TR_SIZE))
+    assert counts[1:].sum() > 0  # the warm matrix gets drafts accepted
+    assert matrix.table.shape == (V, 8) and (np.asarray(matrix.table) >= 0).any()
+    report = tree_report(counts, steps, 60, model="tiny")
+    assert report["mat_81"] >= report["mat_chosen"] >= report["mat_prefix"] and len(report["chosen"]) == 59

@@ -37,7 +37,7 @@ class BenchConfig:
     graft_tail_options: tuple[tuple[str, object], ...] = ()  # e.g. (("threshold", 0.5), ("tail", "tree"))
     dflash_drafter: str | None = None  # DFlash (or Domino) checkpoint of dflash, and of graft_tail
     domino_drafter: str | None = None  # Domino checkpoint of domino, and of graft_tail without dflash_drafter
-    tr_tree: tuple[str, ...] = ()  # `token_recycling_tuned`: rank paths of its tree (e.g. bench/tr_node_stats.py's)
+    tr_tree: tuple[str, ...] = ()  # `token_recycling_tuned`: rank paths of its tree (e.g. calibrate --tree-out's)
     max_prompt_tokens: int = 1024
 
 

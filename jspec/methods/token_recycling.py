@@ -1,9 +1,10 @@
 """`token_recycling`: candidates retrieved from an adjacency matrix of the target's own past top-k successors.
 
 The tree is a BFS prefix of Token Recycling's 81-slot "2.2.2" template (budget 60 by default, 81 for the paper's
-tree), or a given tree of rank paths (`tree`, e.g. the most-accepted subtree that `bench/tr_node_stats.py` measures);
-after every verification each verified node's row becomes the target's top-k there. The matrix is the method state,
-so it stays warm across prompts (hot start) unless the caller passes a fresh one.
+tree), or a given tree of rank paths (`tree`, e.g. the most-accepted subtree that `jspec calibrate --tree-out`
+measures, jspec.retrieval.tree_stats); after every verification each verified node's row becomes the target's top-k
+there. The matrix is the method state, so it stays warm across prompts (hot start) unless the caller passes a fresh
+one.
 """
 
 import dataclasses

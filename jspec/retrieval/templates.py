@@ -136,8 +136,8 @@ def best_subtree(base: Template, counts: np.ndarray, size: int) -> Template:
 
 
 def read_tree(path: str | pathlib.Path) -> tuple[str, ...]:
-    """Rank paths of a tree file: `bench/tr_node_stats.py`'s JSON (its "chosen" subtree) or whitespace-separated
-    words ("0 1 00 ..."), the root left out."""
+    """Rank paths of a tree file: the JSON of `jspec calibrate --tree-out` / `bench/tr_node_stats.py` (its "chosen"
+    subtree) or whitespace-separated words ("0 1 00 ..."), the root left out."""
     path = pathlib.Path(path)
     try:
         text = path.read_text()
@@ -147,7 +147,7 @@ def read_tree(path: str | pathlib.Path) -> tuple[str, ...]:
         try:
             chosen = json.loads(text)["chosen"]
         except (json.JSONDecodeError, KeyError, TypeError):
-            raise UserError(f"tree file {path}: not a tr_node_stats.json (no \"chosen\" list)") from None
+            raise UserError(f"tree file {path}: not a tree report (no \"chosen\" list)") from None
         return tuple(str(w) for w in chosen)
     tree = tuple(text.split())
     if not tree:
