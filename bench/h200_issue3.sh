@@ -24,7 +24,8 @@
 #                                      # 640-slot cache (the heuristic's choice against 1, 2, 3, 5, 8)
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
 #                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
-#   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on tr-stats' subtree
+#   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on TR_TREE (default:
+#                                       # tr-stats' subtree, else the tree shipped in configs/trees)
 #   bash bench/h200_issue3.sh loop-profile  # kernels per step of the bench's own decode loop (vanilla and TR on
 #                                           # one HumanEval prompt, the bench's padding and cache size)
 # Each step fits one 10-minute device call (its parts have timeouts).
@@ -107,8 +108,10 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
     timeout 500 python3 bench/tr_node_stats.py --model qwen2.5-coder-1.5b --dataset sharegpt --limit "${LIMIT:-50}" \
       --out "$out/tr_stats" 2>&1 | tail -n 2 || echo "tr_node_stats FAILED" ;;
   tr-tuned)
+    tree=${TR_TREE:-$out/tr_stats/tr_node_stats.json}  # tr-stats' choice, else the one shipped in configs/trees
+    [ -f "$tree" ] || tree=configs/trees/token_recycling-60-qwen2.5-coder-1.5b-sharegpt.json
     python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling,token_recycling_tuned \
-      --tr-tree "$out/tr_stats/tr_node_stats.json" --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 \
+      --tr-tree "$tree" --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 \
       --dtype bfloat16 --out "$out/bench_tr_tuned" > "$out/bench_tr_tuned.log" 2>&1 \
       || { tail -c 4000 "$out/bench_tr_tuned.log"; exit 1; }
     cat "$out/bench_tr_tuned/summary.md" ;;
