@@ -31,7 +31,8 @@ MIN_SPLIT_BLOCKS = 2  # below this a split's fixed cost (q load, loop setup) out
 # Partial outputs of this size take about a microsecond to write and merge at HBM speed, so they never limit the splits of a short
 # cache: there each program's serial walk over its KV blocks is the cost (in the bench's decode loop, a 60-slot tree
 # over a 640-slot cache ran as 6 programs walking every block of their row, 15 µs a call against 6.5 µs for decode:
-# docs/results/2026-11-30-session8-h200.md).
+# docs/results/2026-11-30-session8-h200.md). With the floor it runs 5 splits, 9 µs a call in that loop, and Token
+# Recycling's loop step fell from 2.41 to 2.23 ms (docs/results/2026-11-30-session9-h200.md).
 PARTIAL_FLOOR_BYTES = 1 << 20
 
 
