@@ -8,8 +8,10 @@ step, then argmax), for the whole greedy draft loop of one block and for one ste
 The loop variants also run with the precomputed GRU input table E · W_ih^T ([V, 3G]; what the official CUDA-graph
 runner gathers from) instead of the per-step W_ih GEMV. Every kernel's drafts are compared with the reference's
 (bf16 near-ties may flip a token; the count of differing rows is reported). `--candidates` adds the loop that
-corrects only each row's k highest base logits (table input), both as the XLA loop and with one fused kernel per
-draft (`candidates-k-fused`, gpu_loop.py): their drafts may differ from the full head's by design. Times are
+corrects only each row's k highest base logits (table input): as the XLA loop, with one fused kernel per draft
+(`candidates-k-step`, gpu_loop.py) and, at batch 1, as one persistent kernel for the whole block
+(`candidates-k-block`, gpu_block.py; in --smoke one interpreted launch per draft, since the interpreter cannot run its
+grid barrier). Their drafts may differ from the full head's by design. Times are
 medians over `--reps`, each the mean over `--inner` calls chained in one jitted loop (device time, no host dispatch
 in between). Prints a markdown table and writes `domino_head_speed.json` under --out. Paper figure for comparison:
 head 2.64 ms -> 1.20 ms (Qwen3-8B, Triton + CUDA graph, algorithms.md §1.4).
@@ -59,9 +61,10 @@ def make_head(args, b: int, dtype):
     return weights, inputs
 
 
-def loop_fn(args, table: bool, candidates: int = 0, fused_candidates: bool = False, **kernel):
+def loop_fn(args, table: bool, candidates: int = 0, fused_candidates: str | None = None, **kernel):
     """hidden, base, bonus, weights -> drafts: W_z GEMM over the block rows, then the sequential loop.
-    `fused_candidates`: the candidate loop with one fused GPU kernel per draft (gpu_loop.py)."""
+    `fused_candidates`: the candidate loop as GPU kernels, "step" (one per draft, gpu_loop.py) or "block" (one
+    persistent kernel, gpu_block.py)."""
 
     def run(hidden, base, bonus, weights):
         z_part = jnp.einsum("bnh,rh->bnr", hidden, weights["w_z"], preferred_element_type=jnp.float32)
@@ -70,7 +73,7 @@ def loop_fn(args, table: bool, candidates: int = 0, fused_candidates: bool = Fal
         w = (weights["embed"], weights["w_ih"], weights["w_hh"], weights["w_s"], weights["w2"])
         if candidates and fused_candidates:
             return domino_draft_candidates(base, z_part, bonus, *w, **common, candidates=candidates, platform="gpu",
-                                           fused=True, interpret=args.smoke)
+                                           fused=fused_candidates, interpret=args.smoke)
         if candidates:
             return domino_draft_candidates_reference(base, z_part, bonus, *w, **common, candidates=candidates)
         if kernel:
@@ -116,12 +119,12 @@ def bench_batch(args, b: int, dtype) -> list[dict]:
         rows.append(dict(case, impl=impl, table=table, config=config, rows_differing=differ, loop_us=1e6 * t_loop,
                          step_us=1e6 * t_step, step_w2_gb_s=w2_bytes / t_step / 1e9))
 
-    for k, fused in itertools.product(args.candidates, (False, True)):
-        if fused and jax.default_backend() == "tpu":
-            continue  # the fused candidate loop is a GPU kernel
+    for k, fused in itertools.product(args.candidates, (None, "step", "block")):
+        if fused and jax.default_backend() == "tpu" or fused == "block" and b != 1:
+            continue  # the fused candidate loops are GPU kernels; the block kernel drafts one row
         fn = jax.jit(loop_fn(args, table=True, candidates=k, fused_candidates=fused))
         drafts = np.asarray(fn(*loop_args))
-        rows.append(dict(case, impl=f"candidates-{k}" + ("-fused" if fused else ""), table=True, config={},
+        rows.append(dict(case, impl=f"candidates-{k}" + (f"-{fused}" if fused else ""), table=True, config={},
                          rows_differing=int(np.sum(np.any(drafts != expect, axis=1))),
                          loop_us=1e6 * per_call(fn, loop_args, args.reps, args.inner), step_us=None,
                          step_w2_gb_s=None))

@@ -13,6 +13,8 @@ from jax.experimental.pallas import tpu as pltpu
 from pallas_kernels.domino_step import (correction_argmax, correction_argmax_reference, correction_logits, domino_draft,
                                         domino_draft_candidates)
 from pallas_kernels.domino_step.gpu import correction_argmax_gpu
+from pallas_kernels.domino_step import gpu_block
+from pallas_kernels.domino_step.gpu_block import candidate_block_gpu
 from pallas_kernels.domino_step.gpu_loop import candidate_loop_gpu
 from pallas_kernels.domino_step.reference import (candidate_inputs, chunked_top_k, domino_draft_candidates_reference,
                                                   domino_draft_reference)
@@ -133,7 +135,7 @@ def test_candidate_loop_kernel_equals_reference(batch, dtype):
             for k, v in args.items()}
     table = jnp.einsum("vh,gh->vg", args["embed"], args["w_ih"], preferred_element_type=jnp.float32).astype(dtype)
     want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=32, table=table))
-    got = domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, platform="gpu", fused=True,
+    got = domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, platform="gpu", fused="step",
                                   interpret=True)
     np.testing.assert_array_equal(np.asarray(got), want)
     # prefix_len 0 corrects the first draft too; the XLA path on other platforms is the reference itself.
@@ -153,7 +155,7 @@ def test_candidate_loop_kernel_on_device():
     table = table.astype(jnp.bfloat16)
     want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=64, table=table))
     got = np.asarray(domino_draft_candidates(**args, prefix_len=1, candidates=64, table=table, platform="gpu",
-                                                fused=True))
+                                                fused="step"))
     assert (got == want).mean() > 0.9  # bf16: a near-tie may resolve differently, and then the rest of the row too
 
 
@@ -169,6 +171,80 @@ def test_candidate_loop_kernel_lowers_for_h200():
         lowered = jax.jit(candidate_loop_gpu, static_argnames=("prefix_len",)).trace(
             *args, prefix_len=1).lower(lowering_platforms=("cuda",))
     assert "domino_candidate_step" in lowered.as_text()
+
+
+def block_case(seed: int, dtype: str, **shape):
+    args = loop_inputs(seed, **shape)
+    args = {k: v.astype(dtype) if v.dtype == jnp.float32 and k not in ("base", "z_part") else v
+            for k, v in args.items()}
+    table = jnp.einsum("vh,gh->vg", args["embed"], args["w_ih"], preferred_element_type=jnp.float32).astype(dtype)
+    return args, table
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_candidate_block_kernel_equals_reference(dtype):
+    """The persistent block kernel's step code, interpreted as one launch per draft, drafts what the XLA candidate
+    loop drafts, with and without an uncorrected first draft."""
+    args, table = block_case(41, dtype, b=1, n=7, vocab=900, g=256, r=32)
+    drafts = {}
+    for prefix_len in (1, 0):
+        want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=prefix_len, candidates=32, table=table))
+        got = domino_draft_candidates(**args, prefix_len=prefix_len, candidates=32, table=table, platform="gpu",
+                                      fused="block", interpret=True)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        drafts[prefix_len] = want
+    assert not np.array_equal(drafts[0], drafts[1])  # the corrected first draft differs: the test sees the head
+    cand_base, cand, cand_w2 = candidate_inputs(args["base"], args["w2"], 32)
+    _, gave_up = candidate_block_gpu(cand_base, cand, cand_w2, args["z_part"], args["bonus"], table, args["w_hh"],
+                                     args["w_s"], prefix_len=1, persistent=False, interpret=True)
+    assert int(gave_up) == 0
+
+
+def test_candidate_block_kernel_takes_only_what_it_can_run():
+    assert gpu_block.block_rows(1024, 256, 132) == 32  # the 1.5B's head: 104 programs, one per SM
+    assert "SMs" in gpu_block.unsupported(1, 64, 256, 1024, num_sms=8)
+    assert "batch" in gpu_block.unsupported(2, 64, 256, 1024)
+    assert "rank" in gpu_block.unsupported(1, 64, 24, 1024)
+    # Batch 2 is not the kernel's: the XLA loop drafts it.
+    args, table = block_case(42, "float32", b=2, n=5, vocab=700, g=256, r=32)
+    want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=32, table=table))
+    got = domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, platform="gpu", fused="block",
+                                  interpret=True)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    with pytest.raises(ValueError, match="fused must be"):
+        domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, fused="persistent")
+    args, table = block_case(43, "float32", b=1, n=4, vocab=700, g=256, r=32)
+    cand_base, cand, cand_w2 = candidate_inputs(args["base"], args["w2"], 32)
+    with pytest.raises(ValueError, match="interpreter"):
+        candidate_block_gpu(cand_base, cand, cand_w2, args["z_part"], args["bonus"], table, args["w_hh"],
+                            args["w_s"], prefix_len=1, persistent=True, interpret=True)
+
+
+def test_candidate_block_kernel_lowers_for_h200():
+    """The persistent kernel (grid barrier included) at the 1.5B's head shapes lowers to Triton IR for an H200."""
+    s = jax.ShapeDtypeStruct
+    b, n, k, r, g, vocab = 1, 16, 64, 256, 1024, 151936
+    args = (s((b, n, k), jnp.float32), s((b, n, k), jnp.int32), s((b, n, k, r), jnp.bfloat16),
+            s((b, n, r), jnp.float32), s((b,), jnp.int32), s((vocab, 3 * g), jnp.bfloat16),
+            s((3 * g, g), jnp.bfloat16), s((r, g), jnp.bfloat16))
+    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
+    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)):
+        text = candidate_block_gpu.trace(*args, prefix_len=1).lower(lowering_platforms=("cuda",)).as_text()
+    assert "domino_candidate_block" in text and "atomic_rmw" in text
+
+
+@pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU")
+def test_candidate_block_kernel_on_device():
+    """The persistent kernel with its grid barrier, on several inputs: no program gives up waiting, and the drafts
+    are the XLA loop's (bf16: a near-tie may flip a token, and then the rest of the block)."""
+    for seed in range(4):
+        args, table = block_case(50 + seed, "bfloat16", b=1, n=16, vocab=151936, h=64, g=1024, r=256)
+        want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=64, table=table))
+        cand_base, cand, cand_w2 = candidate_inputs(args["base"], args["w2"], 64)
+        got, gave_up = candidate_block_gpu(cand_base, cand, cand_w2, args["z_part"], args["bonus"], table,
+                                           args["w_hh"], args["w_s"], prefix_len=1, sms=gpu_block.num_sms())
+        assert int(gave_up) == 0
+        assert (np.asarray(got) == want).mean() > 0.9
 
 
 def test_dispatch_falls_back_to_the_reference():

@@ -10,7 +10,7 @@ import jax
 from jax.experimental.pallas import tpu as pltpu
 from jaxtyping import Array, Float, Int
 
-from pallas_kernels.domino_step import gpu, gpu_loop, tpu
+from pallas_kernels.domino_step import gpu, gpu_block, gpu_loop, tpu
 from pallas_kernels.domino_step.reference import (Choose, candidate_inputs, correction_argmax_reference,
                                                   domino_draft_candidates_reference, domino_draft_reference,
                                                   draft_loop, greedy)
@@ -54,22 +54,31 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
                             embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose | None = None, table: Float[Array, "V G3"] | None = None,
-                            platform: str | None = None, fused: bool = False,
+                            platform: str | None = None, fused: str | None = None,
                             interpret: bool = False) -> Int[Array, "B N"]:
     """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates).
 
-    The XLA loop by default. `fused=True` runs one fused kernel per draft on GPUs (gpu_loop.py) for greedy drafting
-    with a GRU input table (other cases still take the XLA loop). On an H200 it was 2x slower than the XLA loop
-    (414 vs 215 µs per 16-token block at k = 64; docs/results/2026-11-30-kernels-draft-model-h200.md), so only the
-    bench selects it.
+    The XLA loop by default. On GPUs, greedy drafting with a GRU input table can instead run `fused="step"`, one
+    fused kernel per draft (gpu_loop.py; on an H200 2x slower than the XLA loop: 414 vs 215 µs per 16-token block at
+    k = 64, docs/results/2026-11-30-kernels-draft-model-h200.md), or `fused="block"`, the whole block in one
+    persistent kernel (gpu_block.py, batch 1). Other cases, and shapes a kernel does not take, run the XLA loop.
     """
+    if fused not in (None, "step", "block"):
+        raise ValueError(f"fused must be None, 'step' or 'block', not {fused!r}")
     platform = platform or jax.default_backend()
-    fused = (fused and choose is None and table is not None and platform in GPU_PLATFORMS
-             and gpu_loop.unsupported(base.shape[0], candidates, w_s.shape[0], w_hh.shape[1]) is None)
-    if not fused:
-        return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2,
-                                                 prefix_len=prefix_len, candidates=candidates,
-                                                 choose=choose or greedy, table=table)
-    cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
-    return gpu_loop.candidate_loop_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
-                                       prefix_len=prefix_len, interpret=interpret)
+    b, k, rank, gru = base.shape[0], candidates, w_s.shape[0], w_hh.shape[1]
+    usable = fused is not None and choose is None and table is not None and platform in GPU_PLATFORMS
+    if usable and fused == "block":
+        sms = gpu_block.num_sms()
+        if gpu_block.unsupported(b, k, rank, gru, sms) is None:
+            cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
+            drafts, _ = gpu_block.candidate_block_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
+                                                      prefix_len=prefix_len, sms=sms, persistent=not interpret,
+                                                      interpret=interpret)
+            return drafts
+    if usable and fused == "step" and gpu_loop.unsupported(b, k, rank, gru) is None:
+        cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
+        return gpu_loop.candidate_loop_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
+                                           prefix_len=prefix_len, interpret=interpret)
+    return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
+                                             candidates=candidates, choose=choose or greedy, table=table)
