@@ -6,7 +6,7 @@
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt|ttt_curriculum]   # Domino drafter (default: TF +
 #                                            # curriculum; ttt: without it, as in the paper's ablation)
-#   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, graft_tail x 5 tasks
+#   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
 #                                            # BENCH_NAME, the output folder, override)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
@@ -15,7 +15,8 @@
 #   bash bench/h200_issue5.sh head-speed     # fused vs unfused Domino head at the 1.5B's shapes
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
 #   bash bench/h200_issue5.sh profile        # no GGUF or training needed (random weights): step, propose and verify
-#                                            # of dflash / domino / domino_topk / domino_headless, with kernel tables
+#                                            # of dflash / domino / domino_topk / domino_block / domino_headless,
+#                                            # with kernel tables
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
@@ -65,7 +66,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs|profile}" in
   bench)
     temp=${TEMP:-0}
     name=${BENCH_NAME:-bench5_t$temp}  # a run split over two GPUs by TASKS needs two names
-    methods=vanilla,dflash,domino,domino_topk,graft_tail
+    methods=vanilla,dflash,domino,domino_topk,domino_block,graft_tail
     [ "$temp" = 0 ] || methods=vanilla,dflash,domino,graft_tail
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
       --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
@@ -93,7 +94,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs|profile}" in
       --contexts 2048,8192 --out "$out/costs" 2>&1 | tail -n 4 ;;
   profile)
     timeout 540 python3 bench/step_breakdown.py --model "$model" --weights random --dtype "$dtype" \
-      --methods "${METHODS:-dflash,domino,domino_topk,domino_headless}" --dflash-drafter random \
+      --methods "${METHODS:-dflash,domino,domino_topk,domino_block,domino_headless}" --dflash-drafter random \
       --domino-drafter random --contexts 300 --parts decode,step,propose,verify --profile --reps 5 \
       --out "$out/profile" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
 esac

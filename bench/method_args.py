@@ -9,21 +9,24 @@ from jspec.errors import UserError
 from jspec.methods import EAGLE3_METHODS, Method, build, dflash_method
 from jspec.models.loading import LoadedModel
 
-BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_headless", "graft_tail")  # block drafters' bench labels
+BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail")  # bench labels
 DOMINO_TOPK = {"candidates": 64, "gru_table": True}  # as `jspec bench`'s domino_topk at its default --candidates
+LABEL_OPTIONS = {"domino_topk": DOMINO_TOPK, "domino_block": {**DOMINO_TOPK, "head_kernel": "block"}}
 
 
 def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
     """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --method-state."""
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--methods", default=methods,
-                    help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_headless)")
+                    help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_block, "
+                    "domino_headless)")
     ap.add_argument("--dataset", default="humaneval")
     ap.add_argument("--dtype", default="bfloat16")
     ap.add_argument("--eagle3-drafter", help="EAGLE-3 checkpoint of eagle3 / eagle3_pruned / graft")
     ap.add_argument("--dflash-drafter", help="DFlash checkpoint of dflash and graft_tail, or `random`: the training "
                     "recipe's 5-layer drafter with random weights (step costs do not depend on weight values)")
-    ap.add_argument("--domino-drafter", help="Domino checkpoint of domino, domino_topk and domino_headless (and of "
+    ap.add_argument("--domino-drafter", help="Domino checkpoint of domino, domino_topk, domino_block and "
+                    "domino_headless (and of "
                     "graft_tail without --dflash-drafter), or `random`")
     ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                     help="start METHOD from a saved state (e.g. graft=calibrated.npz from `jspec calibrate`)")
@@ -53,7 +56,7 @@ def _block_method(label: str, args: argparse.Namespace, model: LoadedModel) -> t
     domino = label != "dflash" and not (label == "graft_tail" and args.dflash_drafter)
     drafter = (random_block_drafter(model, domino) if spec == "random" else
                load_dflash_checkpoint(spec, model.cfg, model.dtype))
-    return dflash_method(method_of(label), model, drafter, **(DOMINO_TOPK if label == "domino_topk" else {}))
+    return dflash_method(method_of(label), model, drafter, **LABEL_OPTIONS.get(label, {}))
 
 
 def built_methods(args: argparse.Namespace, model: LoadedModel) -> Iterator[tuple[str, Method, Any, Any]]:

@@ -75,7 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--model", default="smollm2-135m")
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
                        "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
-                       "--candidates, domino_headless is the --domino-drafter's backbone alone (the head-off "
+                       "--candidates, domino_block is domino_topk as one persistent GPU kernel per block, "
+                       "domino_headless is the --domino-drafter's backbone alone (the head-off "
                        "ablation), draft_model_adaptive is draft_model with --draft-confidence, "
                        "draft_model_tree is draft_model with --draft-top-k, token_recycling_full is token_recycling "
                        "with the whole 81-slot template, token_recycling_tuned is token_recycling on --tr-tree")
@@ -325,7 +326,7 @@ def run_bench(args) -> None:
         get_method(method_of(m), **_drafter_placeholder(method_of(m)))
     if "graft_fixed" in methods:
         get_method("graft", fixed_split=args.fixed_split)
-    if "domino_topk" in methods:
+    if {"domino_topk", "domino_block"} & set(methods):
         get_method("domino", candidates=args.candidates)
     if "draft_model_adaptive" in methods:
         get_method("draft_model", min_confidence=args.draft_confidence)
@@ -348,6 +349,7 @@ def run_bench(args) -> None:
             raise UserError(f"--method-state names {name!r}, which is not among --methods")
         method_states.append((name, path))
     block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter, "domino_topk": args.domino_drafter,
+                      "domino_block": args.domino_drafter,
                       "domino_headless": args.domino_drafter, "graft_tail": args.dflash_drafter or args.domino_drafter}
     for m in set(methods) & set(block_drafters):
         if not block_drafters[m]:

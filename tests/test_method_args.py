@@ -37,14 +37,18 @@ def parse(*argv):
 
 
 def test_block_labels_with_random_drafters(target):
-    args = parse("--methods", "dflash,domino_topk,domino_headless,graft_tail", "--dflash-drafter", "random",
+    args = parse("--methods", "dflash,domino_topk,domino_block,domino_headless,graft_tail", "--dflash-drafter",
+                 "random",
                  "--domino-drafter", "random")
     built = {name: (method, params) for name, method, params, _ in built_methods(args, target)}
     dflash, _ = built["dflash"]
     assert type(dflash) is DFlash and len(dflash.taps) == 5  # the recipe's 5 layers, one tap each
     topk, topk_params = built["domino_topk"]
     assert isinstance(topk, Domino) and topk.candidates == 64 and "gru_table" in topk_params
-    assert "head" in topk_params["drafter"]
+    assert "head" in topk_params["drafter"] and topk.head_kernel is None
+    block, block_params = built["domino_block"]
+    assert isinstance(block, Domino) and block.head_kernel == "block" and block.candidates == 64
+    assert "gru_table" in block_params
     headless, headless_params = built["domino_headless"]
     assert type(headless) is DFlash and "head" not in headless_params["drafter"]  # the Domino backbone alone
     tail, _ = built["graft_tail"]
@@ -54,3 +58,14 @@ def test_block_labels_with_random_drafters(target):
 def test_missing_drafter_names_the_flag(target):
     with pytest.raises(UserError, match="--domino-drafter"):
         list(built_methods(parse("--methods", "domino"), target))
+
+
+def test_head_kernel_needs_the_candidate_loop(target):
+    from bench.method_args import random_block_drafter
+    from jspec.methods import dflash_method
+
+    drafter = random_block_drafter(target, domino=True)
+    with pytest.raises(UserError, match="candidates"):
+        dflash_method("domino", target, drafter, head_kernel="block")
+    with pytest.raises(UserError, match="head_kernel"):
+        dflash_method("domino", target, drafter, candidates=8, gru_table=True, head_kernel="fast")

@@ -47,11 +47,13 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     drafters = {**dict.fromkeys(("draft_model", "draft_model_adaptive", "draft_model_tree"), cfg.drafter),
                 **dict.fromkeys(EAGLE3_METHODS + ("graft_fixed",), cfg.eagle3_drafter),
                 "dflash": cfg.dflash_drafter, "domino": cfg.domino_drafter, "domino_topk": cfg.domino_drafter,
+                "domino_block": cfg.domino_drafter,
                 "domino_headless": cfg.domino_drafter,
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
     options["domino_topk"] = {"candidates": cfg.candidates, "gru_table": True}  # Domino's fast head
+    options["domino_block"] = {**options["domino_topk"], "head_kernel": "block"}  # ... as one GPU kernel per block
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
     options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
     options["token_recycling_full"] = {"budget": TR_SIZE}  # the paper's whole 2.2.2 template
@@ -106,12 +108,13 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
 
 def method_of(label: str) -> str:
     """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split,
-    `domino_topk` domino with a candidate-restricted correction and the GRU input table, `domino_headless` the Domino
+    `domino_topk` domino with a candidate-restricted correction and the GRU input table, `domino_block` the same
+    loop as one persistent GPU kernel per block (batch 1; elsewhere the XLA loop), `domino_headless` the Domino
     checkpoint's backbone alone (dflash on it: the head-off ablation), `draft_model_adaptive` draft_model with a
     confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree, `token_recycling_full`
     token_recycling with the whole 81-slot template instead of the 60-slot budget, `token_recycling_tuned`
     token_recycling on a given tree, `--tr-tree`)."""
-    return {"graft_fixed": "graft", "domino_topk": "domino", "domino_headless": "dflash",
+    return {"graft_fixed": "graft", "domino_topk": "domino", "domino_block": "domino", "domino_headless": "dflash",
             "draft_model_adaptive": "draft_model", "draft_model_tree": "draft_model",
             "token_recycling_full": "token_recycling", "token_recycling_tuned": "token_recycling"}.get(label, label)
 

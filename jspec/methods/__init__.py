@@ -97,6 +97,11 @@ def dflash_method(name: str, target, drafter, *, gru_table: bool = False, **opti
     if not 0 <= candidates <= target.cfg.vocab_size:
         raise UserError(f"Domino candidates must be in 0..{target.cfg.vocab_size} (0: the full vocabulary), got "
                         f"{candidates}")
+    if options.get("head_kernel") not in (None, "step", "block"):
+        raise UserError(f"head_kernel must be 'step' or 'block', not {options['head_kernel']!r}")
+    if options.get("head_kernel") and not (candidates and gru_table):
+        raise UserError("a Domino head kernel runs the candidate loop with the GRU input table: it needs candidates "
+                        "> 0 and gru_table")
     if name == "graft_tail":
         options = {"vocab_size": target.cfg.vocab_size, "head": isinstance(drafter, DominoDrafter), **options}
     cfg = drafter.backbone.cfg if isinstance(drafter, DominoDrafter) else drafter.cfg
