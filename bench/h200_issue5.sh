@@ -13,6 +13,8 @@
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
 #   bash bench/h200_issue5.sh head-speed     # fused vs unfused Domino head at the 1.5B's shapes
+#   bash bench/h200_issue5.sh block-check    # no GGUF needed: the persistent block kernel (barrier, agreement with
+#                                            # the XLA loop, µs per block), line by line
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
 #   bash bench/h200_issue5.sh profile        # no GGUF or training needed (random weights): step, propose and verify
 #                                            # of dflash / domino / domino_topk / domino_block / domino_headless,
@@ -44,7 +46,7 @@ train_drafter() {  # kind run_name extra_flags...
   cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true
 }
 
-case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs|profile}" in
+case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profile}" in
   probe)
     rm -rf "$work/probe_data" "$work/probe"
     python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-64}" \
@@ -89,6 +91,9 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|costs|profile}" in
   head-speed)
     python3 bench/domino_head_speed.py --hidden "${HEAD_HIDDEN:-1536}" --vocab "${HEAD_VOCAB:-151936}" \
       --batches 1 --out "$out/head_speed" ${HEAD_FLAGS:-} 2>&1 | tail -n 20 ;;
+  block-check)
+    timeout 300 python3 bench/block_kernel_check.py --out "$out/block_check" 2>&1 | grep -v Warning \
+      || echo "block_kernel_check FAILED (or timed out)" ;;
   costs)
     python3 bench/step_breakdown.py --model "$model" --dtype "$dtype" --methods token_recycling \
       --contexts 2048,8192 --out "$out/costs" 2>&1 | tail -n 4 ;;

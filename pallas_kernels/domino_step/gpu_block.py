@@ -34,7 +34,7 @@ from jax.experimental.pallas import triton as pltriton
 from jaxtyping import Array, Float, Int
 
 DOT_ROWS = 16  # the smallest Triton dot side: vectors are broadcast to 16 identical rows for tensor-core products
-MAX_SPINS = 1 << 20  # about a second of atomic reads: a barrier that has not met by then never will
+MAX_SPINS = 1 << 16  # tens of ms of atomic reads: a barrier that has not met by then never will
 H200_SMS = 132  # the SM count used when no GPU is attached (lowering tests, interpret mode)
 NO_ID = jnp.iinfo(jnp.int32).max
 
@@ -104,36 +104,44 @@ def _grid_barrier(sync_ref, target: jax.Array):
     pltriton.debug_barrier()
 
 
+def _choose(i, z_ref, s_ref, cw2_ref, cbase_ref, cids_ref, *, prefix_len: int) -> jax.Array:
+    """Draft i (a traced index): the best corrected candidate, or below `prefix_len` the lowest-id maximum of the
+    base logits (an argmax over the vocabulary). Both are computed; the unused one costs one small dot."""
+    cids = cids_ref[pl.ds(i, 1), :]  # [1, k]
+    cbase = cbase_ref[pl.ds(i, 1), :]
+    mid = jax.nn.silu(z_ref[pl.ds(i, 1), :] + s_ref[pl.ds(i, 1), :])  # [1, R]
+    scores = _dot_rows(cw2_ref[i, :, :], mid) + cbase  # [1, k]
+    pos = jax.lax.broadcasted_iota(jnp.int32, scores.shape, 1)
+    best = _scalar(jnp.min, jnp.where(scores == _scalar(jnp.max, scores), pos, NO_ID))  # ties: the earlier one
+    corrected = _scalar(jnp.sum, jnp.where(pos == best, cids, 0))
+    plain = _scalar(jnp.min, jnp.where(cbase == _scalar(jnp.max, cbase), cids, NO_ID))
+    return jnp.where(i >= prefix_len, corrected, plain)
+
+
 def _kernel(z_ref, cw2_ref, cbase_ref, cids_ref, table_ref, w_hh_ref, w_s_ref, _tok_in, _gh_in, _s_in, _h_in,
             _sync_in, tok_ref, gh_ref, s_ref, h_ref, sync_ref, *, first: int, last: int, persistent: bool,
             prefix_len: int, hh_programs: int, rows: int, s_rows: int):
+    """Drafts first .. last - 1. A loop, not unrolled Python: one step's code keeps compile time and size small."""
     p = pl.program_id(0)
     n, g = h_ref.shape
     programs = hh_programs + w_s_ref.shape[0] // s_rows
-    h = h_ref[pl.ds(first, 1), :]  # [1, G]: h_first (slot 0: the bonus token's state)
-    for i in range(first, last):
-        cids = cids_ref[pl.ds(i, 1), :]  # [1, k]
-        cbase = cbase_ref[pl.ds(i, 1), :]
-        if i >= prefix_len:
-            mid = jax.nn.silu(z_ref[pl.ds(i, 1), :] + s_ref[pl.ds(i, 1), :])  # [1, R]
-            scores = _dot_rows(cw2_ref[i, :, :], mid) + cbase  # [1, k]
-            pos = jax.lax.broadcasted_iota(jnp.int32, scores.shape, 1)
-            best = _scalar(jnp.min, jnp.where(scores == _scalar(jnp.max, scores), pos, NO_ID))  # ties: earlier
-            token = _scalar(jnp.sum, jnp.where(pos == best, cids, 0))
-        else:  # uncorrected: the lowest-id maximum of the base logits, as an argmax over the vocabulary
-            token = _scalar(jnp.min, jnp.where(cbase == _scalar(jnp.max, cbase), cids, NO_ID))
+    choose = functools.partial(_choose, z_ref=z_ref, s_ref=s_ref, cw2_ref=cw2_ref, cbase_ref=cbase_ref,
+                               cids_ref=cids_ref, prefix_len=prefix_len)
 
+    def store_token(i, token):
         @pl.when(p == 0)
         def _():
             tok_ref[pl.ds(i, 1)] = jnp.full((1,), token, jnp.int32)
 
-        if i + 1 == n:
-            break
+    def step(i, h):
+        """Draft i, then h_{i+1} and this program's rows of its products (slot i + 1)."""
+        token = choose(i)
+        store_token(i, token)
         gates = [table_ref[pl.ds(token, 1), pl.ds(k * g, g)].astype(jnp.float32) for k in range(3)]  # r, z, n
         hidden = [gh_ref[pl.ds(i, 1), pl.ds(k * g, g)] for k in range(3)]
         r = jax.nn.sigmoid(gates[0] + hidden[0])
         z = jax.nn.sigmoid(gates[1] + hidden[1])
-        h = (1.0 - z) * jnp.tanh(gates[2] + r * hidden[2]) + z * h  # h_{i+1}
+        h = (1.0 - z) * jnp.tanh(gates[2] + r * hidden[2]) + z * h
 
         @pl.when(p < hh_programs)
         def _():
@@ -146,11 +154,17 @@ def _kernel(z_ref, cw2_ref, cbase_ref, cids_ref, table_ref, w_hh_ref, w_s_ref, _
             s_ref[pl.ds(i + 1, 1), pl.ds(r0, s_rows)] = _dot_rows(w_s_ref[pl.ds(r0, s_rows), :], h)
 
         if persistent:
-            _grid_barrier(sync_ref, jnp.int32(programs * (i + 1 - first)))
+            _grid_barrier(sync_ref, programs * (i + 1 - first))
         else:
             @pl.when(p == 0)
             def _():
                 h_ref[pl.ds(i + 1, 1), :] = h
+        return h
+
+    h = h_ref[pl.ds(first, 1), :]  # [1, G]: h_first (slot 0: the bonus token's state)
+    jax.lax.fori_loop(first, min(last, n - 1), step, h)
+    if last == n:  # the block's last draft needs no next state
+        store_token(n - 1, choose(n - 1))
 
 
 def _call(state, z, cw2, cbase, cids, table, w_hh, w_s, *, first: int, last: int, persistent: bool, prefix_len: int,
