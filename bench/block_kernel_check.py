@@ -1,7 +1,8 @@
-"""Bring-up check of the persistent Domino block kernel (pallas_kernels/domino_step/gpu_block.py) on a GPU: for each
-shape, compile time, whether any program gave up at the grid barrier, agreement with the XLA candidate loop, and
-µs per 16-draft block against that loop (and the per-draft kernel of gpu_loop.py). Each line is printed as soon as
-it is measured, so a run cut short by a time limit still says how far it got.
+"""Bring-up check of the persistent Domino block kernel (pallas_kernels/domino_step/gpu_block.py) on a GPU. For each
+shape it reports compile time, whether any program gave up at the grid barrier, agreement with the same step code
+launched once per draft (exact) and with the XLA candidate loop, and µs per 16-draft block against that loop (and
+against gpu_loop.py's kernel per draft). Each line is printed as soon as it is measured, so a run cut short by a time
+limit still says how far it got.
 
     python bench/block_kernel_check.py --out OUT_DIR     # small shapes, then the 1.5B head (G 1024, R 256, k 64)
     python bench/block_kernel_check.py --smoke --out D   # CPU: the step code in interpret mode, small shapes only
@@ -70,6 +71,10 @@ def check(name: str, shape: dict, dtype, args) -> dict:
         f"drafts equal to the XLA loop's: {row['agree']:.0%}")
     if args.smoke:
         return row
+    # The same step code launched once per draft (no barrier) does the same arithmetic: it must agree exactly.
+    stepwise, _ = gpu_block.candidate_block_gpu(*block_args, prefix_len=1, sms=args.sms, persistent=False)
+    row["equals_stepwise"] = bool(np.array_equal(np.asarray(drafts), np.asarray(stepwise)))
+    say(f"{name}: drafts equal to one launch per draft: {row['equals_stepwise']}")
     drafts_only = lambda *a: block(*a)[0]  # noqa: E731
     row["block_us"] = 1e6 * per_call(drafts_only, block_args, args.reps, args.inner)
     say(f"{name}: block kernel {row['block_us']:.1f} µs per block")

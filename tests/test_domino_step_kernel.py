@@ -235,16 +235,22 @@ def test_candidate_block_kernel_lowers_for_h200():
 
 @pytest.mark.skipif(jax.default_backend() != "gpu", reason="needs a GPU")
 def test_candidate_block_kernel_on_device():
-    """The persistent kernel with its grid barrier, on several inputs: no program gives up waiting, and the drafts
-    are the XLA loop's (bf16: a near-tie may flip a token, and then the rest of the block)."""
+    """The persistent kernel with its grid barrier, at the 1.5B's head shapes on several inputs: no program gives up
+    waiting, and the drafts equal those of the same step code launched once per draft (no barrier), exactly: both
+    run the same arithmetic, so any difference is a synchronisation bug. Against the XLA loop, bf16 near-ties may
+    flip a token (and then the rest of the block), so that agreement is only checked on average."""
+    agree = []
     for seed in range(4):
         args, table = block_case(50 + seed, "bfloat16", b=1, n=16, vocab=151936, h=64, g=1024, r=256)
-        want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=64, table=table))
         cand_base, cand, cand_w2 = candidate_inputs(args["base"], args["w2"], 64)
-        got, gave_up = candidate_block_gpu(cand_base, cand, cand_w2, args["z_part"], args["bonus"], table,
-                                           args["w_hh"], args["w_s"], prefix_len=1, sms=gpu_block.num_sms())
+        block_args = (cand_base, cand, cand_w2, args["z_part"], args["bonus"], table, args["w_hh"], args["w_s"])
+        got, gave_up = candidate_block_gpu(*block_args, prefix_len=1, sms=gpu_block.num_sms())
+        stepwise, _ = candidate_block_gpu(*block_args, prefix_len=1, sms=gpu_block.num_sms(), persistent=False)
         assert int(gave_up) == 0
-        assert (np.asarray(got) == want).mean() > 0.9
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(stepwise))
+        want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=64, table=table))
+        agree.append(np.mean(np.asarray(got) == want))
+    assert np.mean(agree) > 0.8
 
 
 def test_dispatch_falls_back_to_the_reference():
