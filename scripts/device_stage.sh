@@ -8,9 +8,25 @@
 #   # and a last call that reassembles, checks and uses it (JSPEC_HOME=/root/jspec_home):
 #   #   bash scripts/device_stage.sh assemble qwen2.5-coder-1.5b /root/stage /root/jspec_home
 # The gguf reader is not in the GPU image: carry .whl/gguf-0.19.0-py3-none-any.whl (pip download gguf==0.19.0).
+#
+# A call carries the tracked tree too; with it at 31 MB (docs/results and the shipped SmolLM2 drafter), a 36 MiB
+# chunk no longer fits. The device needs neither, so park them in .stage/hold while chunks travel:
+#   bash scripts/device_stage.sh hold      # before the chunk calls
+#   bash scripts/device_stage.sh release   # after the last one (before any commit)
 set -euo pipefail
-cmd=${1:?split|assemble}; model=${2:?model name}
+cmd=${1:?split|assemble|hold|release}
 cd "$(dirname "$0")/.."
+parked=(docs jspec/weights)
+case "$cmd" in
+  hold)
+    mkdir -p .stage/hold/jspec
+    for p in "${parked[@]}"; do [ ! -e "$p" ] || mv "$p" ".stage/hold/$p"; done
+    echo "parked: ${parked[*]} (git status shows them deleted until release)"; exit 0 ;;
+  release)
+    for p in "${parked[@]}"; do [ ! -e ".stage/hold/$p" ] || mv ".stage/hold/$p" "$p"; done
+    git status --short -- "${parked[@]}"; exit 0 ;;
+esac
+model=${2:?model name}
 case "$cmd" in
   split)
     gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model', install_missing=False))")
@@ -25,5 +41,5 @@ case "$cmd" in
     mkdir -p "$home/models/$model"
     cat "$src"/part-* > "$home/models/$model/$name"
     (cd "$home/models/$model" && sha256sum -c "$OLDPWD/.stage/$model/SHA256SUM") ;;
-  *) echo "usage: $0 split|assemble MODEL [...]" >&2; exit 2 ;;
+  *) echo "usage: $0 split|assemble MODEL [...] | hold | release" >&2; exit 2 ;;
 esac
