@@ -159,18 +159,25 @@ def test_candidate_loop_kernel_on_device():
     assert (got == want).mean() > 0.9  # bf16: a near-tie may resolve differently, and then the rest of the row too
 
 
-def test_candidate_loop_kernel_lowers_for_h200():
-    """Qwen2.5-1.5B head shapes (G 1024, R 256, k 64, 16 drafts) lower to Triton IR for an abstract H200."""
+H200 = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
+
+
+def candidate_kernel_ir(fn, drafts: int) -> str:
+    """`fn` (a candidate-loop kernel wrapper) lowered for an abstract H200 at the Qwen2.5-1.5B head's shapes
+    (G 1024, R 256, k 64, batch 1, bf16 weights): the module text with the Triton IR of its Pallas calls."""
     s = jax.ShapeDtypeStruct
-    b, n, k, r, g, vocab = 1, 15, 64, 256, 1024, 151936
+    b, n, k, r, g, vocab = 1, drafts, 64, 256, 1024, 151936
     args = (s((b, n, k), jnp.float32), s((b, n, k), jnp.int32), s((b, n, k, r), jnp.bfloat16),
             s((b, n, r), jnp.float32), s((b,), jnp.int32), s((vocab, 3 * g), jnp.bfloat16),
             s((3 * g, g), jnp.bfloat16), s((r, g), jnp.bfloat16))
-    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
-    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)):
-        lowered = jax.jit(candidate_loop_gpu, static_argnames=("prefix_len",)).trace(
-            *args, prefix_len=1).lower(lowering_platforms=("cuda",))
-    assert "domino_candidate_step" in lowered.as_text()
+    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200)):
+        lowered = jax.jit(fn, static_argnames=("prefix_len",)).trace(*args, prefix_len=1)
+        return lowered.lower(lowering_platforms=("cuda",)).as_text()
+
+
+def test_candidate_loop_kernel_lowers_for_h200():
+    """One kernel per draft (15 drafts) lowers to Triton IR for an abstract H200."""
+    assert "domino_candidate_step" in candidate_kernel_ir(candidate_loop_gpu, drafts=15)
 
 
 def block_case(seed: int, dtype: str, **shape):
@@ -222,14 +229,7 @@ def test_candidate_block_kernel_takes_only_what_it_can_run():
 
 def test_candidate_block_kernel_lowers_for_h200():
     """The persistent kernel (grid barrier included) at the 1.5B's head shapes lowers to Triton IR for an H200."""
-    s = jax.ShapeDtypeStruct
-    b, n, k, r, g, vocab = 1, 16, 64, 256, 1024, 151936
-    args = (s((b, n, k), jnp.float32), s((b, n, k), jnp.int32), s((b, n, k, r), jnp.bfloat16),
-            s((b, n, r), jnp.float32), s((b,), jnp.int32), s((vocab, 3 * g), jnp.bfloat16),
-            s((3 * g, g), jnp.bfloat16), s((r, g), jnp.bfloat16))
-    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
-    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)):
-        text = candidate_block_gpu.trace(*args, prefix_len=1).lower(lowering_platforms=("cuda",)).as_text()
+    text = candidate_kernel_ir(candidate_block_gpu, drafts=16)
     assert "domino_candidate_block" in text and "atomic_rmw" in text
 
 
@@ -269,8 +269,7 @@ def test_kernels_lower_for_h200_and_tpu(flavour, rows, dtype):
     pre, base = jax.ShapeDtypeStruct((rows, 256), jnp.float32), jax.ShapeDtypeStruct((rows, 151936), jnp.float32)
     w2 = jax.ShapeDtypeStruct((151936, 256), jnp.dtype(dtype))
     fn = correction_argmax_gpu if flavour == "gpu" else correction_argmax_tpu
-    device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
-    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device if flavour == "gpu" else None)
+    mesh = jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200 if flavour == "gpu" else None)
     with jax.sharding.use_abstract_mesh(mesh):
         lowered = jax.jit(fn).trace(pre, w2, base).lower(lowering_platforms=("cuda" if flavour == "gpu" else "tpu",))
     assert "domino_correction_argmax" in lowered.as_text()
