@@ -47,8 +47,25 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-def check(name: str, shape: dict, dtype, args) -> dict:
+def variant_options(spec: str, sms: int) -> dict:
+    """'default', or '+'-joined tokens: w8 (num_warps 8), sms64 (at most 64 programs: more rows each)."""
+    opts = dict(sms=sms)
+    for token in filter(None, spec.split("+")):
+        if token == "default":
+            continue
+        if token.startswith("w") and token[1:].isdigit():
+            opts["num_warps"] = int(token[1:])
+        elif token.startswith("sms") and token[3:].isdigit():
+            opts["sms"] = min(sms, int(token[3:]))
+        else:
+            raise SystemExit(f"unknown variant token {token!r} in {spec!r}")
+    return opts
+
+
+def check(name: str, shape: dict, dtype, args, variant: str = "default", baselines: bool = True) -> dict:
     k = shape["k"]
+    opts = variant_options(variant, args.sms)
+    name = name if variant == "default" else f"{name} [{variant}]"
     x = head_inputs(0, shape["n"], shape["vocab"], shape["g"], shape["r"], k, dtype)
     want = np.asarray(domino_draft_candidates_reference(x["base"], x["z_part"], x["bonus"], x["embed"], x["w_ih"],
                                                         x["w_hh"], x["w_s"], x["w2"], prefix_len=1, candidates=k,
@@ -56,11 +73,19 @@ def check(name: str, shape: dict, dtype, args) -> dict:
     cand_base, cand, cand_w2 = jax.jit(candidate_inputs, static_argnums=2)(x["base"], x["w2"], k)
     block_args = (cand_base, cand, cand_w2, x["z_part"], x["bonus"], x["table"], x["w_hh"], x["w_s"])
     persistent = not args.smoke
-    block = jax.jit(lambda *a: gpu_block.candidate_block_gpu(*a, prefix_len=1, sms=args.sms, persistent=persistent,
-                                                             interpret=args.smoke))
+    if persistent:
+        # First the same step code launched once per draft (no barrier, so it cannot hang): it compiles the step and
+        # gives the drafts the persistent kernel must reproduce exactly.
+        t = time.perf_counter()
+        stepwise, _ = jax.block_until_ready(gpu_block.candidate_block_gpu(*block_args, prefix_len=1,
+                                                                          persistent=False, **opts))
+        say(f"{name}: one launch per draft: compiled and ran in {time.perf_counter() - t:.1f} s, drafts equal to "
+            f"the XLA loop's: {np.mean(np.asarray(stepwise) == want):.0%}")
+    block = jax.jit(lambda *a: gpu_block.candidate_block_gpu(*a, prefix_len=1, persistent=persistent,
+                                                             interpret=args.smoke, **opts))
     t = time.perf_counter()
     compiled = block.lower(*block_args).compile()
-    row = dict(shape=name, **shape, dtype=jnp.dtype(dtype).name, persistent=persistent,
+    row = dict(shape=name, variant=variant, **shape, dtype=jnp.dtype(dtype).name, persistent=persistent,
                compile_s=time.perf_counter() - t)
     say(f"{name}: compiled in {row['compile_s']:.1f} s")
     t = time.perf_counter()
@@ -71,13 +96,14 @@ def check(name: str, shape: dict, dtype, args) -> dict:
         f"drafts equal to the XLA loop's: {row['agree']:.0%}")
     if args.smoke:
         return row
-    # The same step code launched once per draft (no barrier) does the same arithmetic: it must agree exactly.
-    stepwise, _ = gpu_block.candidate_block_gpu(*block_args, prefix_len=1, sms=args.sms, persistent=False)
+    # The stepwise launches do the same arithmetic: a difference is a synchronisation bug.
     row["equals_stepwise"] = bool(np.array_equal(np.asarray(drafts), np.asarray(stepwise)))
     say(f"{name}: drafts equal to one launch per draft: {row['equals_stepwise']}")
     drafts_only = lambda *a: block(*a)[0]  # noqa: E731
     row["block_us"] = 1e6 * per_call(drafts_only, block_args, args.reps, args.inner)
     say(f"{name}: block kernel {row['block_us']:.1f} µs per block")
+    if not baselines:
+        return row
     xla = jax.jit(lambda b, z, bonus: domino_draft_candidates_reference(
         b, z, bonus, x["embed"], x["w_ih"], x["w_hh"], x["w_s"], x["w2"], prefix_len=1, candidates=k,
         table=x["table"]))
@@ -95,6 +121,8 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="CPU: interpret the step code (no barrier), small shapes")
     ap.add_argument("--shapes", default="small,qwen2.5-1.5b")
     ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--variants", default="default",
+                    help="kernel variants timed at the last shape, e.g. default,w8,resident+w8 (see variant_options)")
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--inner", type=int, default=20)
     args = ap.parse_args()
@@ -105,8 +133,14 @@ def main():
     shapes = ["small"] if args.smoke else args.shapes.split(",")
     rows = []
     args.out.mkdir(parents=True, exist_ok=True)
-    for name in shapes:
-        rows.append(check(name, SHAPES[name], jnp.dtype(args.dtype), args))
+    runs = [(name, "default", True) for name in shapes[:-1]]
+    runs += [(shapes[-1], v, i == 0) for i, v in enumerate(args.variants.split(",") if not args.smoke else ["default"])]
+    for name, variant, baselines in runs:
+        try:
+            rows.append(check(name, SHAPES[name], jnp.dtype(args.dtype), args, variant, baselines))
+        except Exception as e:  # one variant that fails to compile or run should not hide the others
+            say(f"{name} [{variant}]: FAILED: {type(e).__name__}: {str(e)[:300]}")
+            rows.append(dict(shape=name, variant=variant, error=f"{type(e).__name__}: {str(e)[:2000]}"))
         (args.out / "block_kernel_check.json").write_text(json.dumps(
             dict(device=jax.devices()[0].device_kind, jax=jax.__version__, command=" ".join(sys.argv), rows=rows),
             indent=1))

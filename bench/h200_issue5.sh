@@ -92,7 +92,9 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
     python3 bench/domino_head_speed.py --hidden "${HEAD_HIDDEN:-1536}" --vocab "${HEAD_VOCAB:-151936}" \
       --batches 1 --out "$out/head_speed" ${HEAD_FLAGS:-} 2>&1 | tail -n 20 ;;
   block-check)
-    timeout 300 python3 bench/block_kernel_check.py --out "$out/block_check" 2>&1 | grep -v Warning \
+    mkdir -p "$out/block_check"
+    timeout "${BLOCK_TIMEOUT:-300}" python3 bench/block_kernel_check.py --out "$out/block_check" ${BLOCK_FLAGS:-} 2>&1 \
+      | grep --line-buffered -v Warning | tee "$out/block_check/log.txt" \
       || echo "block_kernel_check FAILED (or timed out)" ;;
   costs)
     python3 bench/step_breakdown.py --model "$model" --dtype "$dtype" --methods token_recycling \

@@ -61,7 +61,8 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     The XLA loop by default. On GPUs, greedy drafting with a GRU input table can instead run `fused="step"`, one
     fused kernel per draft (gpu_loop.py; on an H200 2x slower than the XLA loop: 414 vs 215 µs per 16-token block at
     k = 64, docs/results/2026-11-30-kernels-draft-model-h200.md), or `fused="block"`, the whole block in one
-    persistent kernel (gpu_block.py, batch 1). Other cases, and shapes a kernel does not take, run the XLA loop.
+    persistent kernel (gpu_block.py, batch 1; 114 vs 230 µs standalone, 85 µs in the decode loop,
+    docs/results/2026-11-30-session10-h200.md). Other cases, and shapes a kernel does not take, run the XLA loop.
     """
     if fused not in (None, "step", "block"):
         raise ValueError(f"fused must be None, 'step' or 'block', not {fused!r}")

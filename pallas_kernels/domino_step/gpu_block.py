@@ -9,7 +9,7 @@ block:
 - Every program carries the GRU state h in registers and does the serial part of each draft itself: score the k
   candidates from s_i = W_s·h_i, take the argmax, read the token's input gates from the table, and step the GRU to
   h_{i+1}. Every program computes bit-identical values, because the code and the inputs are the same.
-- The parallel part: program p computes its rows of [W_hh; W_s]·h_{i+1} (a tensor-core dot) and stores them in slot
+- The parallel part: program p computes its rows of [W_hh; W_s]·h_{i+1} (on CUDA cores) and stores them in slot
   i + 1 of a ring in global memory. Then all programs meet at a grid barrier: a CTA barrier, an acquire-release
   atomic count, and a spin until every program has arrived. After it they read the whole slot. Each slot is written
   once and only read after its barrier, so no SM can hold a stale L1 copy of it.
@@ -33,7 +33,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 from jaxtyping import Array, Float, Int
 
-DOT_ROWS = 16  # the smallest Triton dot side: vectors are broadcast to 16 identical rows for tensor-core products
+MIN_BLOCK = 16  # the smallest weight-row block per program
 MAX_SPINS = 1 << 16  # tens of ms of atomic reads: a barrier that has not met by then never will
 H200_SMS = 132  # the SM count used when no GPU is attached (lowering tests, interpret mode)
 NO_ID = jnp.iinfo(jnp.int32).max
@@ -56,8 +56,8 @@ def unsupported(batch: int, candidates: int, rank: int, gru: int, num_sms: int =
     if batch != 1:
         return f"batch {batch}: the persistent block kernel drafts one row"
     for name, n in (("candidates", candidates), ("rank", rank), ("GRU width", gru)):
-        if not _pow2(n) or n < DOT_ROWS:
-            return f"{name} {n} is not a power of two >= {DOT_ROWS} (Triton block shapes)"
+        if not _pow2(n) or n < MIN_BLOCK:
+            return f"{name} {n} is not a power of two >= {MIN_BLOCK} (Triton block shapes)"
     if block_rows(gru, rank, num_sms) is None:
         return f"[W_hh; W_s] ({3 * gru + rank} rows) does not split over {num_sms} SMs"
     return None
@@ -71,11 +71,6 @@ def num_sms() -> int:
     return getattr(device, "core_count", None) or H200_SMS
 
 
-def _spread(vec: jax.Array) -> jax.Array:
-    """A [1, X] vector as DOT_ROWS identical rows (a dot operand)."""
-    return jnp.broadcast_to(vec, (DOT_ROWS, vec.shape[1]))
-
-
 def _scalar(reduce, vec: jax.Array) -> jax.Array:
     """`reduce` of a [1, X] vector, one axis at a time (Pallas' Triton lowering of a two-axis reduction fails
     under an abstract mesh)."""
@@ -83,10 +78,11 @@ def _scalar(reduce, vec: jax.Array) -> jax.Array:
 
 
 def _dot_rows(w: jax.Array, vec: jax.Array) -> jax.Array:
-    """[1, rows] = w [rows, X] · vec [1, X]: vec rounded to w's dtype, float32 accumulation."""
-    precise = {} if w.dtype != jnp.float32 else {"allow_tf32": False}
-    out = pltriton.dot(_spread(vec.astype(w.dtype)), w, trans_b=True, **precise)  # [DOT_ROWS, rows], equal rows
-    return jnp.max(out, axis=0, keepdims=True)
+    """[1, rows] = w [rows, X] · vec [1, X]: vec rounded to w's dtype, float32 products summed per row. CUDA cores,
+    not a tensor-core dot: a dot needs 16 query rows (15 of them wasted) and a trip through shared memory, and
+    measured 22% slower per block on the H200 (docs/results/2026-11-30-session10-h200.md)."""
+    v = vec.astype(w.dtype).astype(jnp.float32)
+    return jnp.sum(w.astype(jnp.float32) * v, axis=1)[None, :]
 
 
 def _grid_barrier(sync_ref, target: jax.Array):
@@ -188,7 +184,7 @@ def _call(state, z, cw2, cbase, cids, table, w_hh, w_s, *, first: int, last: int
 def candidate_block_gpu(cand_base: Float[Array, "1 N k"], cand: Int[Array, "1 N k"], cand_w2: Float[Array, "1 N k R"],
                         z_part: Float[Array, "1 N R"], bonus: Int[Array, " 1"], table: Float[Array, "V G3"],
                         w_hh: Float[Array, "G3 G"], w_s: Float[Array, "R G"], *, prefix_len: int,
-                        sms: int = H200_SMS, num_warps: int = 4, persistent: bool = True,
+                        sms: int = H200_SMS, num_warps: int = 8, persistent: bool = True,
                         interpret: bool = False) -> tuple[Int[Array, "1 N"], Int[Array, ""]]:
     """Greedy drafts of the candidate-restricted loop (`reference.domino_draft_candidates` with a GRU input table),
     and how many programs gave up waiting at a barrier (0 unless the barrier is broken)."""
