@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Stage an installed model GGUF for the lent GPU machine, which cannot reach PyPI: split it into chunks of at most
-# 36 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
+# 60 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
 #
 #   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: writes .stage/<model>/part-NN + SHA256SUM
 #   # then, one device call per chunk (carry: [".stage/<model>/part-NN"]):
@@ -9,8 +9,9 @@
 #   #   bash scripts/device_stage.sh assemble qwen2.5-coder-1.5b /root/stage /root/jspec_home
 # The gguf reader is not in the GPU image: carry .whl/gguf-0.19.0-py3-none-any.whl (pip download gguf==0.19.0).
 #
-# A call carries the tracked tree too; with it at 31 MB (docs/results and the shipped SmolLM2 drafter), a 36 MiB
-# chunk no longer fits. The device needs neither, so park them in .stage/hold while chunks travel:
+# A call carries the tracked tree too (33 MB, nearly all docs/results and the shipped SmolLM2 drafter) within 64 MiB.
+# The device needs neither, so park them in .stage/hold while chunks travel; the rest of the tree is about 1 MB,
+# which leaves room for a 60 MiB chunk and the carried wheels (18 calls for the 1.5B's GGUF instead of 30):
 #   bash scripts/device_stage.sh hold      # before the chunk calls
 #   bash scripts/device_stage.sh release   # after the last one (before any commit)
 set -euo pipefail
@@ -31,7 +32,8 @@ case "$cmd" in
   split)
     gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model', install_missing=False))")
     out=.stage/$model; rm -rf "$out"; mkdir -p "$out"
-    split -b "${CHUNK:-36M}" -d -a 2 "$gguf" "$out/part-"  # a call carries the repo (~26 MB) too: 64 MiB in all
+    split -b "${CHUNK:-60M}" -d -a 2 "$gguf" "$out/part-"  # with `hold`, a call carries ~1 MB of repo besides
+    echo "park docs/ and jspec/weights/ (bash $0 hold) before carrying these chunks" >&2
     (cd "$(dirname "$gguf")" && sha256sum "$(basename "$gguf")") > "$out/SHA256SUM"
     ls -l "$out" ;;
   assemble)
