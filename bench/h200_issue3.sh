@@ -19,7 +19,8 @@
 #   bash bench/h200_issue3.sh costs    # verify(60)/decode step costs (XLA and Pallas attention), batch throughput
 #   bash bench/h200_issue3.sh kernels  # no GGUF needed: on-device kernel tests, then tree-attention layouts and the
 #                                      # Mosaic GPU kernel at the bench's contexts
-#   bash bench/h200_issue3.sh profile  # no GGUF needed: a random-weight step profile (decode, verify, step)
+#   bash bench/h200_issue3.sh profile  # no GGUF needed: a random-weight step profile (decode, verify, step);
+#                                      # TOP=400 lists every kernel, HLO=1 keeps the optimized HLO
 #   bash bench/h200_issue3.sh splits   # no GGUF needed: T = 60 tree attention by split count over the bench loop's
 #                                      # 640-slot cache (the heuristic's choice against 1, 2, 3, 5, 8)
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
@@ -96,9 +97,18 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
     timeout 300 python3 bench/tree_attention_speed.py --contexts 300,2048,8192 --capacity 8448 --out "$out/attention" \
       2>&1 | tail -n 9 || echo "tree_attention_speed FAILED" ;;
   profile)
+    # TOP: kernels listed one by one; HLO=1 also keeps the optimized HLO of the timed loops (gzipped), which names
+    # what each fusion in the kernel table computes.
+    [ -z "${HLO:-}" ] || export XLA_FLAGS="${XLA_FLAGS:-} --xla_dump_to=/tmp/hlo --xla_dump_hlo_as_text \
+      --xla_dump_hlo_module_re=.*lambda.*"
     timeout 500 python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
-      --contexts 300,2048 --parts decode,verify,step --profile --reps 5 --out "$out/step_random" 2>&1 | tail -n 4 \
-      || echo "step_breakdown FAILED" ;;
+      --contexts 300,2048 --parts decode,verify,step --profile --top "${TOP:-25}" --reps 5 --out "$out/step_random" \
+      2>&1 | tail -n 4 || echo "step_breakdown FAILED"
+    if [ -n "${HLO:-}" ]; then
+      mkdir -p "$out/hlo"
+      for f in /tmp/hlo/*after_optimizations.txt; do gzip -c "$f" > "$out/hlo/$(basename "$f").gz"; done
+      du -sh "$out/hlo"
+    fi ;;
   splits)
     timeout 400 python3 bench/tree_attention_speed.py --contexts 160,300,500 --capacity 640 --splits 1,2,3,5,8 \
       --out "$out/splits" 2>&1 | tail -n 12 || echo "tree_attention_speed FAILED" ;;

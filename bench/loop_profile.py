@@ -35,6 +35,7 @@ def main():
     ap.add_argument("--width-datasets", default="humaneval,gsm8k,mtbench",
                     help="datasets whose 20 first prompts set the padded width, as in `bash bench/h200_issue3.sh tr`")
     ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--top", type=int, default=25, help="kernels listed one by one (the rest are summed)")
     ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("."))
     args = ap.parse_args()
     model = load_model(args.model, dtype=args.dtype)
@@ -55,7 +56,7 @@ def main():
         with tempfile.TemporaryDirectory() as trace_dir:
             with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
                 [rec], _ = run_batch(model, method, [ids], **kw)
-            table = format_table(summarize(trace_dir, device), rec["steps"])
+            table = format_table(summarize(trace_dir, device), rec["steps"], args.top)
         loop_ms = 1e3 * rec["loop_seconds"] / max(rec["steps"] - 1, 1)
         split = (f"{rec['steps']} target steps, MAT {rec['mat']:.2f}; prefill {1e3 * rec['prefill_seconds']:.1f} ms, "
                  f"loop {1e3 * rec['loop_seconds']:.1f} ms ({loop_ms:.3f} ms / step), host "

@@ -82,7 +82,7 @@ def random_model(name: str, dtype: str) -> LoadedModel:
 
 def breakdown(model_bundle, method, method_params, method_state, prompt: list[int], steps: int, reps: int,
               max_cache_len: int, profile: list[str] | None = None,
-              parts: tuple[str, ...] = PARTS) -> dict[str, float]:
+              parts: tuple[str, ...] = PARTS, top: int = 25) -> dict[str, float]:
     """ms per step of each part; with `profile`, also appends a kernel table per traced part to that list."""
     graphdef, params = model_bundle.graphdef, model_bundle.params
     sampling = Sampling()
@@ -114,7 +114,7 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
             with tempfile.TemporaryDirectory() as trace_dir:
                 with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
                     jax.block_until_ready(run(*args))
-                table = format_table(summarize(trace_dir, device), steps)
+                table = format_table(summarize(trace_dir, device), steps, top)
                 profile.append(f"### {name} ({ms:.3f} ms / step timed)\n\n{table}")
         return ms
 
@@ -185,6 +185,7 @@ def main():
                     help=f"which parts to time (default all: {','.join(PARTS)})")
     ap.add_argument("--weights", choices=("real", "random"), default="real")
     ap.add_argument("--profile", action="store_true", help="also write per-kernel tables (jax.profiler)")
+    ap.add_argument("--top", type=int, default=25, help="kernels listed one by one in a --profile table")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
     if unknown := set(args.parts) - set(PARTS):
@@ -205,7 +206,7 @@ def main():
                  method.resume_state(params, state, 1, cache_len))
             tables = [] if args.profile else None
             parts = breakdown(model, method, params, s, ids, args.steps, args.reps, cache_len, tables,
-                              args.parts)
+                              args.parts, args.top)
             if tables:
                 out_dir = pathlib.Path(args.out)
                 out_dir.mkdir(parents=True, exist_ok=True)
