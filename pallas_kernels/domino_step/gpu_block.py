@@ -187,7 +187,8 @@ def candidate_block_gpu(cand_base: Float[Array, "1 N k"], cand: Int[Array, "1 N 
                         sms: int = H200_SMS, num_warps: int = 8, persistent: bool = True,
                         interpret: bool = False) -> tuple[Int[Array, "1 N"], Int[Array, ""]]:
     """Greedy drafts of the candidate-restricted loop (`reference.domino_draft_candidates` with a GRU input table),
-    and how many programs gave up waiting at a barrier (0 unless the barrier is broken)."""
+    and how many programs gave up waiting at a barrier (0 unless the barrier is broken). 8 warps per program: 114
+    µs per block at the 1.5B's head shapes on an H200, against 128 µs with 4."""
     b, n, k = cand.shape
     g = w_hh.shape[1]
     if reason := unsupported(b, k, w_s.shape[0], g, sms):
