@@ -26,7 +26,10 @@
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
 #                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
 #   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on TR_TREE (default:
-#                                       # tr-stats' subtree, else the tree shipped in configs/trees)
+#                                       # tr-stats' subtree, else the tree shipped in configs/trees); METHODS and
+#                                       # NAME (the output folder, default bench_tr_tuned) override
+#   bash bench/h200_issue3.sh tr-deep   # node counts of the 109-slot tr-deep tree over LIMIT (default 50) prompts of
+#                                       # STATS_DATASET (default mbpp) and the trees of BUDGETS (default 60,64,81)
 #   bash bench/h200_issue3.sh loop-profile  # kernels per step of the bench's own decode loop (vanilla and TR on
 #                                           # one HumanEval prompt, the bench's padding and cache size)
 # Each step fits one 10-minute device call (its parts have timeouts).
@@ -37,7 +40,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned|tr-deep}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -120,12 +123,27 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
   tr-tuned)
     tree=${TR_TREE:-$out/tr_stats/tr_node_stats.json}  # tr-stats' choice, else the one shipped in configs/trees
     [ -f "$tree" ] || tree=configs/trees/token_recycling-60-qwen2.5-coder-1.5b-sharegpt.json
-    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b --methods vanilla,token_recycling,token_recycling_tuned \
+    name=${NAME:-bench_tr_tuned}
+    python3 -m jspec.cli bench --model qwen2.5-coder-1.5b \
+      --methods "${METHODS:-vanilla,token_recycling,token_recycling_tuned}" \
       --tr-tree "$tree" --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 \
-      --dtype bfloat16 --out "$out/bench_tr_tuned" > "$out/bench_tr_tuned.log" 2>&1 \
-      || { tail -c 4000 "$out/bench_tr_tuned.log"; exit 1; }
-    cat "$out/bench_tr_tuned/summary.md" ;;
-  loop-profile)
+      --dtype bfloat16 --out "$out/$name" > "$out/$name.log" 2>&1 \
+      || { tail -c 4000 "$out/$name.log"; exit 1; }
+    cat "$out/$name/summary.md" ;;
+  tr-deep)
+    dataset=${STATS_DATASET:-mbpp}
+    [ "$dataset" != sharegpt ] || [ -f "$JSPEC_HOME/datasets/sharegpt.jsonl" ] \
+      || gunzip -c .stage/datasets_sg/sharegpt.jsonl.gz > "$JSPEC_HOME/datasets/sharegpt.jsonl"
+    timeout 500 python3 bench/tr_node_stats.py --model qwen2.5-coder-1.5b --dataset "$dataset" --limit "${LIMIT:-50}" \
+      --template tr-deep --budgets "${BUDGETS:-60,64,81}" --out "$out/tr_deep_$dataset" 2>&1 | grep -v '%|' \
+      || echo "tr_node_stats FAILED" ;;
+  loop-profile)  # TOP: kernels listed one by one; HLO=1 keeps the loops' optimized HLO (gzipped), as for profile
+    [ -z "${HLO:-}" ] || export XLA_FLAGS="${XLA_FLAGS:-} --xla_dump_to=/tmp/hlo_loop --xla_dump_hlo_as_text"
     timeout 500 python3 bench/loop_profile.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling \
-      --dataset humaneval --out "$out/loop_profile" 2>&1 | tail -n 4 || echo "loop_profile FAILED" ;;
+      --dataset humaneval --top "${TOP:-25}" --out "$out/loop_profile" 2>&1 | tail -n 4 || echo "loop_profile FAILED"
+    if [ -n "${HLO:-}" ]; then
+      mkdir -p "$out/hlo_loop"
+      for f in /tmp/hlo_loop/*after_optimizations.txt; do gzip -c "$f" > "$out/hlo_loop/$(basename "$f").gz"; done
+      du -sh "$out/hlo_loop"
+    fi ;;
 esac

@@ -539,7 +539,7 @@ def _calibrate_tree(args, model, method, prompts: list[list[int]]) -> None:
     except OSError as e:
         raise UserError(f"--tree-out {args.tree_out}: {e.strerror or e}") from None
     method.save_state(matrix, args.out)
-    print(f"jspec: {steps} steps on {len(prompts)} ShareGPT prompts: {report['mat_81']:.3f} tokens accepted per step "
+    print(f"jspec: {steps} steps on {len(prompts)} ShareGPT prompts: {report['mat_all']:.3f} tokens accepted per step "
           f"with the 81-slot tree; the {args.budget}-slot BFS prefix would accept {report['mat_prefix']:.3f}, the "
           f"chosen subtree {report['mat_chosen']:.3f} (written to {args.tree_out}); state saved to {args.out}",
           file=sys.stderr)

@@ -465,7 +465,7 @@ def test_calibrate_chooses_a_tree_for_tr_tree(loaded, tmp_path):
     assert len(counts) == 81 and counts[0] == report["steps"] > 0  # the root is on every step's path
     assert len(report["chosen"]) == 9
     # Counts never grow down a path, so the greedy subtree is the best 10-slot one: never below the BFS prefix.
-    assert report["mat_81"] >= report["mat_chosen"] >= report["mat_prefix"] >= 1.0
+    assert report["mat_all"] >= report["mat_chosen"] >= report["mat_prefix"] >= 1.0
     records = _records(generate("--method", "token_recycling", "--method-state", str(state), "--tr-tree", str(tree),
                                 "--prompt", "Hi", "--max-new-tokens", "4", "--json"))
     assert 1 <= records[0]["new_tokens"] <= 4

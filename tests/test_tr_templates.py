@@ -13,7 +13,8 @@ from test_dflash import KW, PROMPTS, V, tiny_target  # noqa: F401 (tiny_target: 
 from jspec.decode import generate
 from jspec.errors import UserError
 from jspec.methods.token_recycling import TokenRecycling
-from jspec.retrieval.templates import TR_SIZE, Template, best_subtree, read_tree, tr_prefix, words
+from jspec.retrieval.templates import (TR_SIZE, Template, best_subtree, read_tree, template, tr_deep, tr_prefix,
+                                      words)
 from jspec.spec_decode import speculative_generate
 
 
@@ -96,29 +97,42 @@ def test_custom_tree_is_lossless(tiny_target):
 @pytest.mark.parametrize("path", sorted(pathlib.Path(__file__).parents[1].glob("configs/trees/*.json")),
                          ids=lambda p: p.name)
 def test_shipped_trees(path):
-    """Each shipped tree is a valid 60-slot token_recycling tree inside the 81-slot template, and is the subtree its
-    own recorded acceptance counts choose."""
+    """Each shipped tree is a valid token_recycling tree of the budget its name says, inside the base tree it was
+    counted on (the 81-slot template unless the report names another), and is the subtree its own recorded
+    acceptance counts choose."""
     tree = read_tree(path)
+    report = json.loads(path.read_text())
     method = TokenRecycling(vocab_size=V, budget=len(tree) + 1, tree=tree)
-    assert method.tree_size == 60
-    full = tr_prefix(TR_SIZE)
-    counts = {n["path"]: n["accepted"] for n in json.loads(path.read_text())["nodes"]}
-    assert set(counts) == set(words(full))
-    chosen = best_subtree(full, np.array([counts[w] for w in words(full)]), 60)
+    assert f"-{method.tree_size}-" in path.name
+    base = template(report.get("template", "tr-2.2.2"))
+    counts = {n["path"]: n["accepted"] for n in report["nodes"]}
+    assert set(counts) == set(words(base))
+    chosen = best_subtree(base, np.array([counts[w] for w in words(base)]), method.tree_size)
     assert tuple(words(chosen)[1:]) == tree
 
 
-def test_counted_nodes_follow_the_accepted_paths(tiny_target):
-    """Counts of the 81-slot tree: the root once per step, never more on a child than on its parent; the matrix
-    comes back warm; the report's accepted lengths are ordered as the trees nest."""
+def test_deep_tree_extends_the_full_one():
+    deep, full = tr_deep(), tr_prefix(TR_SIZE)
+    assert deep.size == 109 and deep.depths.max() == 10 and "0" * 10 in words(deep)
+    assert set(words(full)) < set(words(deep))
+    assert np.all(np.diff(deep.depths) >= 0)  # BFS order, so retrieval gathers level by level
+
+
+@pytest.mark.parametrize("deep", [False, True], ids=["tr-2.2.2", "tr-deep"])
+def test_counted_nodes_follow_the_accepted_paths(tiny_target, deep):
+    """Counts of the base tree: the root once per step, never more on a child than on its parent; the matrix comes
+    back warm; the report's accepted lengths are ordered as the trees nest, and its tree file reads back."""
     from jspec.retrieval.tree_stats import count_accepted_nodes, tree_report
 
     model = dataclasses.replace(tiny_target, tokenizer=types.SimpleNamespace(eos_token_ids=()))  # no EOS: full runs
-    counts, steps, matrix = count_accepted_nodes(model, PROMPTS, max_new_tokens=40, progress=False)
-    full = tr_prefix(TR_SIZE)
-    assert counts[0] == steps > 0
-    assert all(counts[i] <= counts[full.parents[i]] for i in range(1, TR_SIZE))
+    base = tr_deep() if deep else None
+    counts, steps, matrix = count_accepted_nodes(model, PROMPTS, max_new_tokens=40, base=base, progress=False)
+    full = base or tr_prefix(TR_SIZE)
+    assert len(counts) == full.size and counts[0] == steps > 0
+    assert all(counts[i] <= counts[full.parents[i]] for i in range(1, full.size))
     assert counts[1:].sum() > 0  # the warm matrix gets drafts accepted
     assert matrix.table.shape == (V, 8) and (np.asarray(matrix.table) >= 0).any()
-    report = tree_report(counts, steps, 60, model="tiny")
-    assert report["mat_81"] >= report["mat_chosen"] >= report["mat_prefix"] and len(report["chosen"]) == 59
+    report = tree_report(counts, steps, 60, base=base, model="tiny")
+    assert report["base_size"] == full.size and len(report["nodes"]) == full.size
+    assert report["mat_all"] >= report["mat_chosen"] >= report["mat_prefix"] and len(report["chosen"]) == 59
+    assert set(report["chosen"]) <= set(words(full)[1:])

@@ -133,4 +133,4 @@ class Decoder(nnx.Module):
 
     def logits(self, hidden: Float[Array, "... D"]) -> Float[Array, "... V"]:
         head = self.embed if self.lm_head is None else self.lm_head
-        return jnp.einsum("...d,vd->...v", hidden, head[...]).astype(jnp.float32)
+        return jnp.einsum("...d,vd->...v", hidden, head[...], preferred_element_type=jnp.float32)

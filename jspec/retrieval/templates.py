@@ -99,12 +99,28 @@ def _paths(levels: tuple[str, ...]) -> list[tuple[int, ...]]:
 
 TR_SIZE = 81
 
+# Deeper nodes around 2.2.2's long paths, for measuring which of them pay (`tr_deep`): on code the rank-0 chain
+# keeps being accepted past 2.2.2's depth 6. Each word extends a path already present (in this or 2.2.2's list).
+TR_DEEP_EXTRA = (
+    "000002 000010 000020 001000 010000 100000 000200",
+    "0000000 0000001 0000002 0000010 0000100 0001000 0010000 0100000 1000000 0000020",
+    "00000000 00000001 00000002 00000010 00000100 00001000 00010000",
+    "000000000 000000001 000000010",
+    "0000000000",
+)
+
 
 def tr_prefix(size: int) -> Template:
     """The first `size` slots of the 2.2.2 tree (root included): a BFS prefix keeps every parent."""
     if not 1 <= size <= TR_SIZE:
         raise UserError(f"a Token Recycling tree has 1..{TR_SIZE} slots, got {size}")
     return Template.from_paths(_paths(TR_222)[: size - 1])
+
+
+def tr_deep() -> Template:
+    """2.2.2 plus `TR_DEEP_EXTRA` (109 slots, depth 10), in BFS order: a superset to count accepted nodes on."""
+    paths = _paths(TR_222) + _paths(TR_DEEP_EXTRA)
+    return Template.from_paths(sorted(paths, key=len))  # stable: 2.2.2's order first within a depth
 
 
 def words(t: Template) -> list[str]:
@@ -156,12 +172,15 @@ def read_tree(path: str | pathlib.Path) -> tuple[str, ...]:
 
 
 def template(name: str) -> Template:
-    """`"tr-2.2.2"`: the 81-slot Token Recycling tree; `"tr-60"`: its first 59 nodes + root (a 60-slot budget)."""
+    """`"tr-2.2.2"`: the 81-slot Token Recycling tree; `"tr-60"`: its first 59 nodes + root (a 60-slot budget);
+    `"tr-deep"`: 2.2.2 with deeper paths (`tr_deep`)."""
     if name == "tr-2.2.2":
         return tr_prefix(TR_SIZE)
     if name == "tr-60":
         return tr_prefix(60)
-    raise UserError(f"unknown template {name!r}; expected 'tr-2.2.2' or 'tr-60'")
+    if name == "tr-deep":
+        return tr_deep()
+    raise UserError(f"unknown template {name!r}; expected 'tr-2.2.2', 'tr-60' or 'tr-deep'")
 
 
 @dataclasses.dataclass(frozen=True, eq=False)

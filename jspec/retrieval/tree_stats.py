@@ -1,7 +1,8 @@
-"""Which nodes of Token Recycling's 81-slot tree the target accepts, and the smaller tree those counts choose.
+"""Which nodes of a Token Recycling tree the target accepts, and the smaller tree those counts choose.
 
-Prompts are decoded greedily with token_recycling on the whole 2.2.2 tree, its adjacency matrix warm across prompts;
-every step adds one to each slot on the accepted path. `templates.best_subtree` then keeps the most-accepted
+Prompts are decoded greedily with token_recycling on a base tree (by default the whole 81-slot 2.2.2 tree; a superset
+such as `templates.tr_deep` measures nodes 2.2.2 lacks), its adjacency matrix warm across prompts; every step adds
+one to each slot on the accepted path. `templates.best_subtree` then keeps the most-accepted
 ancestor-closed subtree of a budget (`jspec calibrate --tree-out`, bench/tr_node_stats.py). The report is the tree
 file `--tr-tree` reads: per node its rank path and count, the accepted length each tree would have had on these
 steps, and the chosen subtree's rank paths.
@@ -17,7 +18,7 @@ from tqdm import tqdm
 from jspec.methods.token_recycling import TokenRecycling
 from jspec.models.loading import LoadedModel
 from jspec.retrieval import adjacency
-from jspec.retrieval.templates import TR_SIZE, best_subtree, tr_prefix, words
+from jspec.retrieval.templates import TR_SIZE, Template, best_subtree, tr_prefix, words
 from jspec.runner import run_batch
 from jspec.sampling import Sampling
 
@@ -42,15 +43,17 @@ class CountingTR(TokenRecycling):
 
 
 def count_accepted_nodes(model: LoadedModel, prompts: list[list[int]], *, max_new_tokens: int,
-                         matrix: adjacency.Adjacency | None = None, desc: str = "token_recycling (81 slots)",
-                         progress: bool = True) -> tuple[Int[np.ndarray, " 81"], int, adjacency.Adjacency]:
-    """Per slot of the 81-slot tree, the steps that accepted it (the root: every step); the number of tree steps;
-    and the adjacency matrix after the last prompt (warmed from `matrix` when given)."""
+                         matrix: adjacency.Adjacency | None = None, base: Template | None = None,
+                         desc: str = "token_recycling (81 slots)", progress: bool = True
+                         ) -> tuple[Int[np.ndarray, " N"], int, adjacency.Adjacency]:
+    """Per slot of `base` (default: the 81-slot tree), the steps that accepted it (the root: every step); the number
+    of tree steps; and the adjacency matrix after the last prompt (warmed from `matrix` when given)."""
     if not prompts:
         raise ValueError("no prompts to count accepted nodes on")
-    method = CountingTR(vocab_size=model.cfg.vocab_size)
+    base = base or tr_prefix(TR_SIZE)
+    method = CountingTR(vocab_size=model.cfg.vocab_size, budget=base.size, tree=tuple(words(base)[1:]))
     width = -(-max(map(len, prompts)) // 64) * 64  # one padded width and cache: one compilation
-    state = None if matrix is None else (matrix, jnp.zeros((TR_SIZE,), jnp.int32))
+    state = None if matrix is None else (matrix, jnp.zeros((base.size,), jnp.int32))
     steps = 0
     for i, ids in enumerate(tqdm(prompts, desc=desc, unit="prompt", disable=not progress)):
         [record], state = run_batch(model, method, [ids], max_new_tokens=max_new_tokens, sampling=Sampling(), seed=i,
@@ -59,14 +62,18 @@ def count_accepted_nodes(model: LoadedModel, prompts: list[list[int]], *, max_ne
     return np.asarray(state[1]), steps, state[0]
 
 
-def tree_report(counts: Int[np.ndarray, " 81"], steps: int, budget: int, **meta) -> dict:
-    """The tree file: counts per rank path, accepted length per step of the whole tree, of the `budget`-slot BFS
-    prefix (the default tree) and of the chosen subtree, and the chosen subtree's rank paths (root left out)."""
-    full = tr_prefix(TR_SIZE)
-    chosen = best_subtree(full, counts, budget)
-    slots = [words(full).index(w) for w in words(chosen)]
+def tree_report(counts: Int[np.ndarray, " N"], steps: int, budget: int, base: Template | None = None,
+                **meta) -> dict:
+    """The tree file: counts per rank path of `base` (default: the 81-slot tree), accepted length per step of the
+    whole base tree (`mat_all`), of its `budget`-slot BFS prefix (for 2.2.2: the default tree) and of the chosen
+    subtree, and the chosen subtree's rank paths (root left out)."""
+    base = base or tr_prefix(TR_SIZE)
+    chosen = best_subtree(base, counts, budget)
+    paths = words(base)
+    slots = [paths.index(w) for w in words(chosen)]
     per_step = max(steps, 1)
     # accepted nodes per step, the root (the bonus token's slot) included: what MAT would have been
-    return {**meta, "steps": steps, "nodes": [{"path": w, "accepted": int(c)} for w, c in zip(words(full), counts)],
-            "mat_81": float(counts.sum() / per_step), "mat_prefix": float(counts[:budget].sum() / per_step),
-            "mat_chosen": float(counts[slots].sum() / per_step), "chosen": words(chosen)[1:]}
+    return {**meta, "steps": steps, "nodes": [{"path": w, "accepted": int(c)} for w, c in zip(paths, counts)],
+            "base_size": base.size, "mat_all": float(counts.sum() / per_step),
+            "mat_prefix": float(counts[:budget].sum() / per_step), "mat_chosen": float(counts[slots].sum() / per_step),
+            "chosen": words(chosen)[1:]}
