@@ -52,8 +52,9 @@ def main():
         (args.out / f"tr_tree_{budget}.json").write_text(text)
         if i == 0:
             (args.out / "tr_node_stats.json").write_text(text)
-        print(f"{steps} steps: MAT with the {base.size}-slot tree {report['mat_all']:.3f}; within it, the {budget}-slot "
-              f"BFS prefix would accept {report['mat_prefix']:.3f} and the chosen subtree {report['mat_chosen']:.3f}")
+        print(f"{steps} steps: MAT with the {base.size}-slot tree {report['mat_all']:.3f}; within it, the "
+              f"{budget}-slot BFS prefix would accept {report['mat_prefix']:.3f} and the chosen subtree "
+              f"{report['mat_chosen']:.3f}")
         print(f"chosen {budget}:", " ".join(report["chosen"]))
 
 

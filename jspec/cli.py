@@ -126,6 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--out", required=True, help="file to write the state to (load it with --method-state)")
     cal.add_argument("--tree-out", metavar="FILE", help="token_recycling: warm up on the whole 81-slot tree, count "
                      "the nodes the target accepts, and write the --budget-slot subtree they choose (for --tr-tree)")
+    cal.add_argument("--tree-template", choices=("tr-2.2.2", "tr-deep"), help="with --tree-out: the tree counted on "
+                     "(default tr-2.2.2, 81 slots; tr-deep: 2.2.2 plus deeper paths, 109 slots, --budget up to 109)")
     train = sub.add_parser("train", help="drafter training pipeline")
     train_sub = train.add_subparsers(dest="train_command", required=True, parser_class=_Parser)
     dist = train_sub.add_parser("distill", help="self-distillation data: the target answers ShareGPT prompts")
@@ -491,12 +493,23 @@ def run_calibrate(args) -> None:
     from jspec.runner import run_batch
     from jspec.sampling import Sampling
 
-    get_method(args.method, **_drafter_placeholder(args.method), **_budget_option(args.method, args.budget))
     if args.tree_out and args.method != "token_recycling":
         raise UserError("--tree-out applies to --method token_recycling only")
+    if args.tree_template and not args.tree_out:
+        raise UserError("--tree-template applies with --tree-out only")
+    # --tree-out: --budget sizes the chosen subtree (checked against the counted tree), not the warm-up's tree
+    budget = {} if args.tree_out else _budget_option(args.method, args.budget)
+    if args.tree_out:
+        from jspec.retrieval.templates import template
+
+        base = template(args.tree_template or "tr-2.2.2")
+        if args.budget > base.size:
+            raise UserError(f"--budget {args.budget} is larger than the {base.size}-slot "
+                            f"{_tree_template_name(args)} tree")
+    get_method(args.method, **_drafter_placeholder(args.method), **budget)
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype)
-    method, params = build(args.method, model, args.drafter, **_budget_option(args.method, args.budget))
+    method, params = build(args.method, model, args.drafter, **budget)
     encoded = (model.tokenizer.encode_chat([{"role": "user", "content": r["prompt"]}])
                for r in load_prompts("sharegpt", 20 * args.warmup))
     pool = [ids for ids in encoded if len(ids) <= 1024]  # long conversations would size the cache
@@ -526,21 +539,29 @@ def run_calibrate(args) -> None:
     print(f"jspec: saved {args.method} state after {len(prompts)} ShareGPT prompts to {args.out}", file=sys.stderr)
 
 
+def _tree_template_name(args) -> str:
+    return args.tree_template or "tr-2.2.2"
+
+
 def _calibrate_tree(args, model, method, prompts: list[list[int]]) -> None:
-    """--tree-out: the warm-up decodes on the 81-slot tree, counting accepted nodes; the matrix it leaves is saved
-    as usual (it does not depend on the tree it is later used with)."""
+    """--tree-out: the warm-up decodes on the counted tree (--tree-template), counting accepted nodes; the matrix it
+    leaves is saved as usual (it does not depend on the tree it is later used with)."""
+    from jspec.retrieval.templates import template
     from jspec.retrieval.tree_stats import count_accepted_nodes, tree_report
 
-    counts, steps, matrix = count_accepted_nodes(model, prompts, max_new_tokens=args.max_new_tokens,
-                                                 desc="warm-up (81-slot tree)")
-    report = tree_report(counts, steps, args.budget, model=args.model, dataset="sharegpt", prompts=len(prompts))
+    base = template(_tree_template_name(args))
+    counts, steps, matrix = count_accepted_nodes(model, prompts, max_new_tokens=args.max_new_tokens, base=base,
+                                                 desc=f"warm-up ({base.size}-slot tree)")
+    report = tree_report(counts, steps, args.budget, base=base, model=args.model, dataset="sharegpt",
+                         prompts=len(prompts), template=_tree_template_name(args))
     try:
         pathlib.Path(args.tree_out).write_text(json.dumps(report, indent=1), encoding="utf-8")
     except OSError as e:
         raise UserError(f"--tree-out {args.tree_out}: {e.strerror or e}") from None
     method.save_state(matrix, args.out)
-    print(f"jspec: {steps} steps on {len(prompts)} ShareGPT prompts: {report['mat_all']:.3f} tokens accepted per step "
-          f"with the 81-slot tree; the {args.budget}-slot BFS prefix would accept {report['mat_prefix']:.3f}, the "
+    print(f"jspec: {steps} steps on {len(prompts)} ShareGPT prompts: {report['mat_all']:.3f} tokens accepted per "
+          f"step with the {base.size}-slot tree; the {args.budget}-slot BFS prefix would accept "
+          f"{report['mat_prefix']:.3f}, the "
           f"chosen subtree {report['mat_chosen']:.3f} (written to {args.tree_out}); state saved to {args.out}",
           file=sys.stderr)
 

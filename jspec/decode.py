@@ -106,7 +106,8 @@ def decode_step(model: Decoder, state: DecodeState, sampling: Sampling, eos_ids:
 def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, *, sampling, max_new_tokens, eos_ids, max_cache_len,
                  cache_dtype):
     model = nnx.merge(graphdef, params)
-    cache = KVCache.init(model.cfg, tokens.shape[0], max_cache_len, cache_dtype)
+    # One guard slot: a finished row at max_cache_len tokens still writes its (ignored) next token in bounds.
+    cache = KVCache.init(model.cfg, tokens.shape[0], max_cache_len, cache_dtype, guard=1)
     first, cache, _, _ = prefill(model, tokens, prompt_lens, cache, sampling, jax.random.fold_in(rng, 2**31 - 1))
     b = tokens.shape[0]
     out = jnp.zeros((b, max_new_tokens), jnp.int32).at[:, 0].set(first)

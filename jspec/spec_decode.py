@@ -105,7 +105,8 @@ def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, meth
                  max_new_tokens, eos_ids, max_cache_len, cache_dtype):
     model = nnx.merge(graphdef, params)
     b, t = tokens.shape
-    cache = KVCache.init(model.cfg, b, max_cache_len, cache_dtype)
+    # Guard slots for the verification window: rows stop at max_cache_len tokens, so every tree fits.
+    cache = KVCache.init(model.cfg, b, max_cache_len, cache_dtype, guard=method.tree_size)
     first, cache, _, taps = prefill(model, tokens, prompt_lens, cache, sampling, jax.random.fold_in(rng, 2**31 - 1),
                                     method.target_taps)
     rows = jnp.arange(b)

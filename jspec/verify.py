@@ -74,11 +74,12 @@ def commit_kv(cache: KVCache, acceptance: Acceptance, active: Bool[Array, " B"])
     rows = jnp.arange(b)[:, None]
     src = cache.lengths[:, None] + acceptance.path
     keep = (jnp.arange(p)[None, :] < acceptance.path_len[:, None]) & active[:, None]
-    dst = jnp.where(keep, cache.lengths[:, None] + jnp.arange(p)[None, :], cache.max_len)
-    src = jnp.minimum(src, cache.max_len - 1)
+    slots = cache.k.shape[2]  # guard slots included: a dropped move must land past all of them
+    dst = jnp.where(keep, cache.lengths[:, None] + jnp.arange(p)[None, :], slots)
+    src = jnp.minimum(src, slots - 1)
     k = cache.k.at[:, rows, dst].set(cache.k[:, rows, src], mode="drop")
     v = cache.v.at[:, rows, dst].set(cache.v[:, rows, src], mode="drop")
-    return KVCache(k=k, v=v, lengths=cache.lengths + jnp.where(active, acceptance.path_len, 0))
+    return dataclasses.replace(cache, k=k, v=v, lengths=cache.lengths + jnp.where(active, acceptance.path_len, 0))
 
 
 def truncate_at_eos(new_tokens: Int[Array, "B P"], count: Int[Array, " B"], eos_mask_fn) -> tuple[

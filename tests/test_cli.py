@@ -471,6 +471,17 @@ def test_calibrate_chooses_a_tree_for_tr_tree(loaded, tmp_path):
     assert 1 <= records[0]["new_tokens"] <= 4
     assert_user_error(run_cli("calibrate", "--method", "pld", "--tree-out", str(tree), "--out", str(state)),
                       "--tree-out", "token_recycling")
+    deep = tmp_path / "deep.json"
+    proc = run_cli("calibrate", "--warmup", "1", "--max-new-tokens", "12", "--dtype", "float32", "--budget", "90",
+                   "--tree-out", str(deep), "--tree-template", "tr-deep", "--out", str(state), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(deep.read_text())
+    assert len(report["nodes"]) == report["base_size"] == 109 and report["template"] == "tr-deep"
+    assert len(report["chosen"]) == 89 and report["mat_all"] >= report["mat_chosen"] >= report["mat_prefix"] >= 1.0
+    assert_user_error(run_cli("calibrate", "--tree-template", "tr-deep", "--out", str(state)),
+                      "--tree-template", "--tree-out")
+    assert_user_error(run_cli("calibrate", "--budget", "90", "--tree-out", str(tree), "--out", str(state)),
+                      "--budget 90", "81-slot", "tr-2.2.2")
 
 
 @real_model

@@ -1,11 +1,13 @@
 """The cache's window write against the per-token scatter it replaces (`BlockMask.write_slots`, padding dropped)."""
 
+import types
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from jspec.models.cache import BlockMask, write_new_tokens
+from jspec.models.cache import BlockMask, KVCache, write_new_tokens
 
 
 def scatter_reference(buf, layer, new, mask):
@@ -42,3 +44,34 @@ def test_window_wider_than_cache_falls_back_to_scatter():
     got = write_new_tokens(buf, 0, new, mask, window=True)
     np.testing.assert_array_equal(np.asarray(got), np.asarray(scatter_reference(buf, 0, new, mask)))
     assert float(got.sum()) == 2 * 3 * 2 - 2  # row 0 fills its 3 slots, row 1 the 2 from slot 1
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_in_bounds_write_skips_the_old_window(batch):
+    """A guarded cache (rows hold at most max_len tokens, windows fit in the guard) writes each window without
+    reading it: real tokens land as the scatter puts them, padding slots (never committed) become zeros, and
+    nothing outside the windows changes."""
+    cfg = types.SimpleNamespace(num_layers=2, num_kv_heads=2, head_dim=4)
+    rng = np.random.default_rng(batch)
+    t = 5
+    cache = KVCache.init(cfg, batch, 16, jnp.float32, guard=6)
+    guard = cache.guard
+    assert cache.max_len == 16 and cache.k.shape[2] == 16 + guard == 128  # widened to the kernels' alignment
+    for trial in range(8):
+        buf = jnp.asarray(rng.normal(size=cache.k.shape), jnp.float32)
+        new = jnp.asarray(rng.normal(size=(batch, t, 2, 4)), jnp.float32)
+        start = jnp.asarray(rng.integers(0, cache.max_len + 1, size=batch), jnp.int32)  # the last row may be full
+        valid = jnp.asarray(rng.random((batch, t)) < 0.7)
+        block = jnp.eye(t, dtype=bool)[None] & valid[:, :, None]
+        mask = cache.fits(BlockMask(start=start, block=block))
+        assert mask.in_bounds
+        got = np.asarray(jax.jit(write_new_tokens, static_argnums=(1, 4))(buf, trial % 2, new, mask, True))
+        want = np.asarray(scatter_reference(buf, trial % 2, new, mask))
+        for row in range(batch):
+            s0 = int(start[row])
+            pad = [s0 + j for j in range(t) if not valid[row, j]]
+            np.testing.assert_array_equal(got[trial % 2, row, pad], 0.0)
+            keep = np.ones(got.shape[2], bool)
+            keep[pad] = False
+            np.testing.assert_array_equal(got[:, row][:, keep], want[:, row][:, keep])
+    assert not cache.fits(BlockMask(start=start, block=jnp.ones((batch, guard + 1, guard + 1), bool))).in_bounds

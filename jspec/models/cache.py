@@ -10,6 +10,9 @@ from jaxtyping import Array, Bool, Float, Int
 from jspec.config import ModelConfig
 
 
+GUARD_ALIGN = 128  # the widest KV block of the GPU tree-attention kernel (tree_attention/gpu.py default_block_k)
+
+
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass
 class KVCache:
@@ -17,27 +20,44 @@ class KVCache:
 
     `lengths[b]` counts the committed tokens of row `b`. Forwards write new K/V at explicit slots and never change
     `lengths`: the decode loop (or tree verification) decides what is committed.
+
+    `guard` slots past `max_len` are never committed: a loop that stops a row once it holds `max_len` tokens can
+    then write any window of up to `guard` new tokens at the row's length without running off the end, which lets
+    `write_new_tokens` skip reading the slots it overwrites (BlockMask.in_bounds).
     """
 
     k: Float[Array, "L B S K D"]
     v: Float[Array, "L B S K D"]
     lengths: Int[Array, " B"]
+    guard: int = dataclasses.field(default=0, metadata=dict(static=True))
 
     @classmethod
-    def init(cls, cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.bfloat16) -> "KVCache":
-        shape = (cfg.num_layers, batch, max_len, cfg.num_kv_heads, cfg.head_dim)
-        return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype), lengths=jnp.zeros((batch,), jnp.int32))
+    def init(cls, cfg: ModelConfig, batch: int, max_len: int, dtype=jnp.bfloat16, guard: int = 0) -> "KVCache":
+        """A zero cache for rows of up to `max_len` tokens and at least `guard` guard slots; a guard is widened so
+        the slot count is a multiple of GUARD_ALIGN (the attention kernels' KV blocks need such lengths)."""
+        slots = max_len + guard
+        if guard:
+            slots = -(-slots // GUARD_ALIGN) * GUARD_ALIGN
+        shape = (cfg.num_layers, batch, slots, cfg.num_kv_heads, cfg.head_dim)
+        return cls(k=jnp.zeros(shape, dtype), v=jnp.zeros(shape, dtype), lengths=jnp.zeros((batch,), jnp.int32),
+                   guard=slots - max_len)
 
     @property
     def max_len(self) -> int:
-        return self.k.shape[2]
+        """Tokens a row may hold (the guard slots excluded)."""
+        return self.k.shape[2] - self.guard
+
+    def fits(self, mask: "BlockMask") -> "BlockMask":
+        """`mask`, marked in bounds when its window fits in the guard (rows hold at most `max_len` tokens)."""
+        return dataclasses.replace(mask, in_bounds=mask.offset + mask.block.shape[2] <= self.guard)
 
     @property
     def batch(self) -> int:
         return self.k.shape[1]
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["start", "block"], meta_fields=["offset"])
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["start", "block"],
+                   meta_fields=["offset", "in_bounds"])
 @dataclasses.dataclass
 class BlockMask:
     """Who sees what when T new tokens are run against the cache.
@@ -54,6 +74,7 @@ class BlockMask:
     start: Int[Array, " B"]
     block: Bool[Array, "B T W"]
     offset: int = 0
+    in_bounds: bool = False  # every row's window lies inside the cache (KVCache.fits), so writes need not read it
 
     @property
     def valid(self) -> Bool[Array, "B T"]:
@@ -100,6 +121,8 @@ def write_new_tokens(buf: Float[Array, "L B S K D"], layer: int, new: Float[Arra
 
     `window` (default: on accelerators) picks the window write; XLA:CPU does not update the cache in place under it
     (it reads the old window first), so CPUs keep the per-token scatter. Both write the same (tests/test_kv_cache.py).
+    With `mask.in_bounds` the window never moves back, so nothing it covers is committed: padding tokens write
+    zeros there instead of the old values, and the old window is not read (on a GPU, two kernels a layer fewer).
     """
     b, t = new.shape[:2]
     s = buf.shape[2]
@@ -117,10 +140,11 @@ def write_new_tokens(buf: Float[Array, "L B S K D"], layer: int, new: Float[Arra
     k, d = buf.shape[3:]
     if b == 1:
         at = (layer, 0, win_start[0], 0, 0)
-        old = jax.lax.dynamic_slice(buf, at, (1, 1, t, k, d))[0]
+        old = 0 if mask.in_bounds else jax.lax.dynamic_slice(buf, at, (1, 1, t, k, d))[0]
         return jax.lax.dynamic_update_slice(buf, jnp.where(take[..., None, None], moved, old)[None], at)
-    old = jax.vmap(lambda row, at: jax.lax.dynamic_slice(row, (at, 0, 0), (t, k, d)))(buf[layer], win_start)
-    window = jnp.where(take[..., None, None], moved, old)
+    old = 0 if mask.in_bounds else jax.vmap(
+        lambda row, at: jax.lax.dynamic_slice(row, (at, 0, 0), (t, k, d)))(buf[layer], win_start)
+    window = jnp.where(take[..., None, None], moved, old).astype(buf.dtype)
     zeros = jnp.zeros((b,), jnp.int32)
     index = jnp.stack([zeros + layer, jnp.arange(b, dtype=jnp.int32), win_start, zeros, zeros], axis=1)
     dims = jax.lax.ScatterDimensionNumbers(update_window_dims=(1, 2, 3), inserted_window_dims=(0, 1),

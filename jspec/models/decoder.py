@@ -5,6 +5,7 @@ matmul each. The forward takes an explicit cache and a `BlockMask` (committed pr
 prefill, single-token decode and tree verification are the same call with different masks.
 """
 
+import dataclasses
 import os
 
 import jax
@@ -124,12 +125,13 @@ class Decoder(nnx.Module):
         x = jnp.take(self.embed[...], tokens, axis=0)
         cos, sin = rope_tables(positions, jnp.asarray(self.inv_freq, jnp.float32), self.rope_scale)
         k_all, v_all = cache.k, cache.v
+        mask = cache.fits(mask)
         tapped = {}
         for i, layer in enumerate(self.layers):
             x, k_all, v_all = layer(x, cos, sin, i, k_all, v_all, mask)
             if i in taps:
                 tapped[i] = x
-        return self.norm(x), KVCache(k=k_all, v=v_all, lengths=cache.lengths), tuple(tapped[i] for i in taps)
+        return self.norm(x), dataclasses.replace(cache, k=k_all, v=v_all), tuple(tapped[i] for i in taps)
 
     def logits(self, hidden: Float[Array, "... D"]) -> Float[Array, "... V"]:
         head = self.embed if self.lm_head is None else self.lm_head
