@@ -26,10 +26,10 @@
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
 #                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
 #   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on TR_TREE (default:
-#                                       # tr-stats' subtree, else the tree shipped in configs/trees); METHODS and
+#                                       # tr-stats' subtree, else configs/trees' 64-slot tree); METHODS and
 #                                       # NAME (the output folder, default bench_tr_tuned) override
 #   bash bench/h200_issue3.sh tr-deep   # node counts of the 109-slot tr-deep tree over LIMIT (default 50) prompts of
-#                                       # STATS_DATASET (default mbpp) and the trees of BUDGETS (default 60,64,81)
+#                                       # STATS_DATASET (default sharegpt) and the trees of BUDGETS (default 60,64,81)
 #   bash bench/h200_issue3.sh loop-profile  # kernels per step of the bench's own decode loop (vanilla and TR on
 #                                           # one HumanEval prompt, the bench's padding and cache size)
 # Each step fits one 10-minute device call (its parts have timeouts).
@@ -121,8 +121,8 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
     timeout 500 python3 bench/tr_node_stats.py --model qwen2.5-coder-1.5b --dataset sharegpt --limit "${LIMIT:-50}" \
       --out "$out/tr_stats" 2>&1 | tail -n 2 || echo "tr_node_stats FAILED" ;;
   tr-tuned)
-    tree=${TR_TREE:-$out/tr_stats/tr_node_stats.json}  # tr-stats' choice, else the one shipped in configs/trees
-    [ -f "$tree" ] || tree=configs/trees/token_recycling-60-qwen2.5-coder-1.5b-sharegpt.json
+    tree=${TR_TREE:-$out/tr_stats/tr_node_stats.json}  # tr-stats' choice, else configs/trees' 64-slot tree
+    [ -f "$tree" ] || tree=configs/trees/token_recycling-64-qwen2.5-coder-1.5b-sharegpt-deep.json
     name=${NAME:-bench_tr_tuned}
     python3 -m jspec.cli bench --model qwen2.5-coder-1.5b \
       --methods "${METHODS:-vanilla,token_recycling,token_recycling_tuned}" \
@@ -131,7 +131,7 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|breakdown|costs|kernels|pr
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;
   tr-deep)
-    dataset=${STATS_DATASET:-mbpp}
+    dataset=${STATS_DATASET:-sharegpt}
     [ "$dataset" != sharegpt ] || [ -f "$JSPEC_HOME/datasets/sharegpt.jsonl" ] \
       || gunzip -c .stage/datasets_sg/sharegpt.jsonl.gz > "$JSPEC_HOME/datasets/sharegpt.jsonl"
     timeout 500 python3 bench/tr_node_stats.py --model qwen2.5-coder-1.5b --dataset "$dataset" --limit "${LIMIT:-50}" \
