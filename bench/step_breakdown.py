@@ -184,12 +184,16 @@ def main():
     ap.add_argument("--parts", type=lambda s: tuple(s.split(",")), default=PARTS,
                     help=f"which parts to time (default all: {','.join(PARTS)})")
     ap.add_argument("--weights", choices=("real", "random"), default="real")
+    ap.add_argument("--tree-tunings", type=lambda s: [t.strip() for t in s.split(";") if t.strip()], default=[],
+                    help="also time --tuning-parts under each of these JSPEC_TREE_TUNING values (';'-separated, e.g. "
+                         "'block_r=32,block_k=32;num_splits=12'): tree-attention configurations compared in the step")
+    ap.add_argument("--tuning-parts", type=lambda s: tuple(s.split(",")), default=("verify",))
     ap.add_argument("--profile", action="store_true", help="also write per-kernel tables (jax.profiler)")
     ap.add_argument("--top", type=int, default=25, help="kernels listed one by one in a --profile table")
     ap.add_argument("--out", default=".")
     args = ap.parse_args()
-    if unknown := set(args.parts) - set(PARTS):
-        ap.error(f"unknown --parts {sorted(unknown)}; choose from {','.join(PARTS)}")
+    if unknown := (set(args.parts) | set(args.tuning_parts)) - set(PARTS):
+        ap.error(f"unknown --parts / --tuning-parts {sorted(unknown)}; choose from {','.join(PARTS)}")
     if args.weights == "random":
         model = random_model(args.model, args.dtype)
         prompt = [int(t) for t in jax.random.randint(jax.random.key(1), (300,), 100, model.cfg.vocab_size - 100)]
@@ -214,6 +218,13 @@ def main():
                     f"# {name}, context {context}, {jax.devices()[0].device_kind}\n\n" + "\n\n".join(tables) + "\n")
             rows.append({"method": name, "context": context, **parts})
             print(name, context, {k: round(v, 3) for k, v in parts.items()}, flush=True)
+            for tuning in args.tree_tunings:
+                os.environ["JSPEC_TREE_TUNING"] = tuning  # read when the loops below are traced
+                tuned = breakdown(model, method, params, s, ids, args.steps, args.reps, cache_len, None,
+                                  args.tuning_parts)
+                os.environ.pop("JSPEC_TREE_TUNING")
+                rows.append({"method": name, "context": context, "tree_tuning": tuning, **tuned})
+                print(name, context, tuning, {k: round(v, 3) for k, v in tuned.items()}, flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
               "model": args.model, "weights": args.weights, "dtype": args.dtype,
               "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
@@ -223,14 +234,17 @@ def main():
     (out / "step_breakdown.json").write_text(json.dumps(report, indent=2))
     cols = [c for c in ("decode", "step", "propose", "verify", "observe", "commit", "other", "decode_while",
                         "step_while") if c in rows[0]]
+    decode_at = {r["context"]: r["decode"] for r in rows if "decode" in r and "tree_tuning" not in r}
     print(f"{report['device']}  {args.model} {args.dtype}  attention={report['attention']}  ms per step "
           f"({args.steps}-step loops)")
     ratios = [(f"{k} / decode", k) for k in ("step", "verify") if k in cols and "decode" in cols]
     print("| method | context | " + " | ".join(cols + [name for name, _ in ratios]) + " |\n|---|---|"
           + "---|" * (len(cols) + len(ratios)))
     for r in rows:
-        print(f"| {r['method']} | {r['context']} | " + " | ".join(f"{r[c]:.3f}" for c in cols)
-              + "".join(f" | {r[k] / r['decode']:.2f}" for _, k in ratios) + " |")
+        label = f"{r['method']} ({r['tree_tuning']})" if "tree_tuning" in r else r["method"]
+        print(f"| {label} | {r['context']} | " + " | ".join(f"{r[c]:.3f}" if c in r else "–" for c in cols)
+              + "".join(f" | {r[k] / decode_at[r['context']]:.2f}" if k in r and r["context"] in decode_at else " | –"
+                        for _, k in ratios) + " |")
 
 
 if __name__ == "__main__":

@@ -125,6 +125,32 @@ def test_layout_choice(monkeypatch):
         default_layout(60)
 
 
+def test_env_tuning_reaches_the_gpu_kernel(monkeypatch):
+    """JSPEC_TREE_TUNING tunes tree verification only (T > 1), explicit arguments win, bad items are named; the
+    tuned kernel still matches the reference."""
+    from pallas_kernels.tree_attention import api, gpu
+
+    monkeypatch.setenv("JSPEC_TREE_TUNING", "block_r=16, block_k=16,num_splits=2")
+    assert gpu.env_tuning(1) == {}
+    assert gpu.env_tuning(60) == {"block_r": 16, "block_k": 16, "num_splits": 2}
+    seen = []
+
+    def spy(*args, **kwargs):
+        seen.append({k: kwargs.get(k) for k in gpu.TUNING_KEYS})
+        return gpu.tree_attention_gpu(*args, **kwargs)
+
+    monkeypatch.setitem(api._KERNELS, "gpu", (spy, gpu.unsupported))
+    case = Case(16, 8, 2, 128, cache_len=128)
+    q, k, v, start, block = make_inputs(case, 3)
+    out = tree_attention(q, k, v, start, block, kernel="gpu", interpret=True, num_splits=3)
+    assert seen[-1] == {"block_r": 16, "block_k": 16, "num_splits": 3, "num_warps": None, "num_stages": None}
+    np.testing.assert_allclose(out, tree_attention_reference(q, k, v, start, block), atol=TOL["float32"])
+    for bad in ("block_r=0", "splits=4", "num_warps=four"):
+        monkeypatch.setenv("JSPEC_TREE_TUNING", bad)
+        with pytest.raises(ValueError, match=f"JSPEC_TREE_TUNING: '{bad}'"):
+            tree_attention(q, k, v, start, block, kernel="gpu", interpret=True)
+
+
 @pytest.mark.parametrize("layout, t", [("heads", 60), ("packed", 60), ("packed", 1)])
 def test_gpu_kernel_lowers_for_h200(layout, t):
     """Qwen2.5-1.5B attention on a [28, 1, 2304, 2, 128] cache lowers to Triton IR for an abstract H200."""

@@ -7,7 +7,8 @@ Which implementation runs (decided at trace time):
   faster on the H200 at 2K and 8K context and for decode: docs/results/2026-11-30-session7-h200.md);
 - else the kernel of `jax.default_backend()` ("tpu" -> tpu.py, "gpu" -> gpu.py) and the reference anywhere else.
 On GPUs, JSPEC_TREE_LAYOUT=heads runs tree verification (16..128 new tokens) with the kernel's "heads" layout
-instead of the default "packed" one (see `gpu.default_layout`).
+instead of the default "packed" one (see `gpu.default_layout`), and JSPEC_TREE_TUNING overrides the Triton kernel's
+tuning for tree verification (see `gpu.env_tuning`).
 `interpret` runs the chosen kernel in Pallas interpret mode (CPU tests): True, or for the TPU kernel a
 `pltpu.InterpretParams`.
 
@@ -76,6 +77,8 @@ def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v:
         warnings.warn(f"tree_attention: {name} kernel falls back to the reference: {reason}", stacklevel=2)
         k, v = (k, v) if layer is None else (k[layer], v[layer])
         return tree_attention_reference(q, k.astype(q.dtype), v.astype(q.dtype), start, block, sm_scale=sm_scale)
+    if name == "gpu":
+        tuning = gpu.env_tuning(q.shape[1]) | tuning
     if layer is not None:
         tuning["layer"] = layer
     return fn(q, k, v, start, block, sm_scale=sm_scale, interpret=interpret, **tuning)

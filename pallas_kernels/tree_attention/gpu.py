@@ -145,6 +145,27 @@ def default_layout(t: int) -> str:
     return "heads" if choice == "heads" and MIN_ROWS <= t <= MAX_ROWS else "packed"
 
 
+TUNING_KEYS = ("block_r", "block_k", "num_splits", "num_warps", "num_stages")
+
+
+def env_tuning(t: int) -> dict[str, int]:
+    """Tuning for tree verification (T > 1) from JSPEC_TREE_TUNING, e.g. "block_r=32,block_k=64,num_splits=12":
+    how bench/step_breakdown.py --tree-tunings compares configurations inside a real step. Decode (T = 1) keeps
+    the heuristics. Read by `api.tree_attention` outside any jit cache; its tuning arguments win over the variable."""
+    spec = os.environ.get("JSPEC_TREE_TUNING", "").strip()
+    if t == 1 or not spec:
+        return {}
+    tuning = {}
+    for item in spec.split(","):
+        key, _, value = item.partition("=")
+        key = key.strip()
+        if key not in TUNING_KEYS or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"JSPEC_TREE_TUNING: {item!r} is not KEY=N with N >= 1 and KEY one of "
+                             f"{', '.join(TUNING_KEYS)}")
+        tuning[key] = int(value)
+    return tuning
+
+
 @functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "layout", "block_r", "block_k", "num_splits",
                                              "num_warps", "num_stages", "interpret"))
 def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v: Float[Array, "*L B S K D"],
