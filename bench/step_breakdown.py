@@ -227,7 +227,8 @@ def main():
                 print(name, context, tuning, {k: round(v, 3) for k, v in tuned.items()}, flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
               "model": args.model, "weights": args.weights, "dtype": args.dtype,
-              "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(), "command": " ".join(sys.argv),
+              "attention": os.environ.get("JSPEC_ATTENTION") or attention_kernel(),
+              "tree_layout": os.environ.get("JSPEC_TREE_LAYOUT", "auto"), "command": " ".join(sys.argv),
               "ms_per_step": rows}
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

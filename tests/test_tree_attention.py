@@ -106,12 +106,13 @@ def test_gpu_heads_layout_one_and_several_splits(num_splits):
 
 
 def test_split_count_choice():
-    """A 60-slot tree of the 1.5B (384 packed rows, 6 programs a split) over the bench's 640-slot cache runs in 5
-    splits, not 1; from 2K slots on, the f32 partial outputs stay within the bf16 K/V they summarise."""
-    assert default_num_splits(640, 64, 384, 6, 128) == 5
-    for cache in (2176, 8448, 32896):
-        splits = default_num_splits(cache, 64, 384, 6, 128)
-        assert 1 < splits * 6 <= 132 and splits * 384 * 128 * 4 <= cache * 128 * 2 * 2
+    """A 60-slot tree of the 1.5B (384 packed rows in 64-row programs: 12 a split) runs in 5 splits over the bench's
+    640-slot cache, not 1, and in one wave of 11 from 2K slots on; the f32 partial outputs stay within 4x the bf16
+    K/V they summarise."""
+    assert default_num_splits(640, 64, 384, 12, 128) == 5
+    for cache in (2432, 8576, 32896):
+        splits = default_num_splits(cache, 64, 384, 12, 128)
+        assert splits == 11 and splits * 384 * 128 * 4 <= 4 * cache * 128 * 2 * 2
     assert default_num_splits(640, 128, 16, 2, 128) == 2  # decode: no split under 2 blocks of 128 slots
 
 

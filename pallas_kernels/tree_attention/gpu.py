@@ -26,6 +26,10 @@ from pallas_kernels.tree_attention.common import (cdiv, combine_splits, num_wind
 
 MIN_ROWS = 16  # tensor-core dot minimum
 MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in registers
+# Packed rows per program. For a 60-slot tree of a 6:1 GQA model (360 rows a kv head) 64-row programs at 4 warps, with
+# splits for one wave, beat 128-row programs at 8 warps inside the 1.5B's verify step (random weights, H200):
+# 1.99 against 2.16 ms at 2K context (docs/results/2026-12-01-session12-h200.md).
+PACKED_MAX_ROWS = 64
 TARGET_PROGRAMS = 132  # one wave on an H100/H200 (132 SMs)
 MIN_SPLIT_BLOCKS = 2  # below this a split's fixed cost (q load, loop setup) outweighs its KV reads
 # Partial outputs of this size take about a microsecond to write and merge at HBM speed, so they never limit the splits of a short
@@ -34,6 +38,9 @@ MIN_SPLIT_BLOCKS = 2  # below this a split's fixed cost (q load, loop setup) out
 # docs/results/2026-11-30-session8-h200.md). With the floor it runs 5 splits, 9 µs a call in that loop, and Token
 # Recycling's loop step fell from 2.41 to 2.23 ms (docs/results/2026-11-30-session9-h200.md).
 PARTIAL_FLOOR_BYTES = 1 << 20
+# f32 partial outputs up to this many times the bf16 K/V they summarise: a one-wave split of that 60-slot tree at 2K
+# context (11 splits, 2.1x the K/V) measured 8% faster in the step than the 6 splits that a 1x budget allowed.
+PARTIAL_KV_RATIO = 4
 
 
 def _pow2(n: int) -> bool:
@@ -59,9 +66,9 @@ def default_block_k(cache_len: int, block_r: int) -> int:
 
 def default_num_splits(cache_len: int, block_k: int, rows_pad: int, programs_per_split: int, head_dim: int) -> int:
     """About one wave of programs, no split shorter than MIN_SPLIT_BLOCKS blocks of a full cache, and the f32
-    partial outputs (splits x rows x D x 4 bytes per kv head) no larger than the bf16 K/V they summarise
-    (cache x D x 2 x 2 bytes), or than PARTIAL_FLOOR_BYTES when that is more."""
-    partial_budget = max(cache_len * head_dim * 4, PARTIAL_FLOOR_BYTES)
+    partial outputs (splits x rows x D x 4 bytes per kv head) no larger than PARTIAL_KV_RATIO times the bf16 K/V they
+    summarise (cache x D x 2 x 2 bytes), or than PARTIAL_FLOOR_BYTES when that is more."""
+    partial_budget = max(PARTIAL_KV_RATIO * cache_len * head_dim * 4, PARTIAL_FLOOR_BYTES)
     caps = (TARGET_PROGRAMS // programs_per_split, cache_len // block_k // MIN_SPLIT_BLOCKS,
             partial_budget // (rows_pad * head_dim * 4))
     return max(1, min(caps))
@@ -135,6 +142,12 @@ def _kernel_heads(start_ref, q_ref, k_ref, v_ref, mask_ref, *out_refs, t: int, b
         l_ref[...] = l
 
 
+def default_num_stages(t: int) -> int:
+    """Software-pipeline depth of the KV loop: 3 for tree verification (1.97 against 1.99 ms for the 1.5B's verify
+    step at 2K), 2 for one-token decode as before."""
+    return 2 if t == 1 else 3
+
+
 def default_layout(t: int) -> str:
     """"packed" for every T: on an H200 "heads" was no faster at T = 60 (25.8 vs 22.4 µs at context 300, 20.3 vs
     20.4 at 2K, 37.8 vs 28.1 at 8K; docs/results/2026-11-30-kernels-draft-model-h200.md). JSPEC_TREE_LAYOUT=heads
@@ -172,7 +185,7 @@ def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"]
                        start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
                        layer: int | None = None, layout: str | None = None, block_r: int | None = None,
                        block_k: int | None = None, num_splits: int | None = None, num_warps: int | None = None,
-                       num_stages: int = 2, interpret: bool = False) -> Float[Array, "B T H D"]:
+                       num_stages: int | None = None, interpret: bool = False) -> Float[Array, "B T H D"]:
     """See `api.tree_attention`; the tuning arguments default to heuristics for an H200.
 
     With `layer`, `k` and `v` are a whole [L, B, S, K, D] cache and the kernel reads that layer's blocks in place:
@@ -232,7 +245,8 @@ def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_w
             pl.BlockSpec((None, tp, width), lambda bi, hi, si: (bi, 0, 0)),
         ],
         out_specs=out_specs,
-        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if tp <= 32 else 8), num_stages=num_stages),
+        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if tp <= 32 else 8),
+                                                num_stages=num_stages or default_num_stages(t)),
         interpret=interpret,
         name="tree_attention_gpu_heads",
     )(start.astype(jnp.int32), q.astype(k.dtype), k, v, mask)
@@ -247,7 +261,7 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
     b, t, h, d = q.shape
     s, kv_heads = k.shape[2], k.shape[3]
     groups = h // kv_heads
-    block_r = block_r or min(MAX_ROWS, max(MIN_ROWS, 1 << (t * groups - 1).bit_length()))
+    block_r = block_r or min(PACKED_MAX_ROWS, max(MIN_ROWS, 1 << (t * groups - 1).bit_length()))
     if not _pow2(block_r) or block_r < MIN_ROWS:
         raise ValueError(f"tree_attention_gpu: block_r {block_r} is not a power of two >= {MIN_ROWS}")
     rows_pad = round_up(t * groups, block_r)
@@ -280,8 +294,8 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
             pl.BlockSpec((None, None, None, block_r), lambda bi, hi, ri, si: (bi, hi, si, ri)),
             pl.BlockSpec((None, None, None, block_r), lambda bi, hi, ri, si: (bi, hi, si, ri)),
         ],
-        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if block_r <= 32 else 8),
-                                                num_stages=num_stages),
+        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if block_r <= 64 else 8),
+                                                num_stages=num_stages or default_num_stages(t)),
         interpret=interpret,
         name="tree_attention_gpu",
     )(start.astype(jnp.int32), q_rows, k, v, mask)
