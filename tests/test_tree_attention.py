@@ -117,8 +117,12 @@ def test_split_count_choice():
 
 
 def test_layout_choice(monkeypatch):
-    """Packed by default; JSPEC_TREE_LAYOUT=heads only for verification-sized T; anything else is an error."""
-    assert [default_layout(t) for t in (1, 60, 600)] == ["packed"] * 3
+    """Heads for verification-sized T (16..128), packed otherwise or when JSPEC_TREE_LAYOUT=packed; anything else
+    is an error."""
+    assert [default_layout(t) for t in (1, 15, 16, 60, 128, 600)] == ["packed", "packed", "heads", "heads", "heads",
+                                                                      "packed"]
+    monkeypatch.setenv("JSPEC_TREE_LAYOUT", "packed")
+    assert [default_layout(t) for t in (1, 16, 60, 128, 600)] == ["packed"] * 5
     monkeypatch.setenv("JSPEC_TREE_LAYOUT", "heads")
     assert [default_layout(t) for t in (1, 16, 60, 128, 600)] == ["packed", "heads", "heads", "heads", "packed"]
     monkeypatch.setenv("JSPEC_TREE_LAYOUT", "rows")

@@ -1,7 +1,10 @@
 """Tree attention as a Triton-lowered Pallas GPU kernel (split-KV "flash decoding" + a combine in XLA).
 
-Rows: the T queries and the G = H // K query heads of one kv head are packed t-major (row = t * G + g) into blocks of
-`block_r` rows, a power of two >= 16 so both dots run on tensor cores even for one-token decode with G = 1.
+Rows, in one of two layouts (`default_layout`):
+- "packed" (decode, T < 16): the T queries and the G = H // K query heads of one kv head are packed t-major
+  (row = t * G + g) into blocks of `block_r` rows, a power of two >= 16 so both dots run on tensor cores even for
+  one-token decode with G = 1;
+- "heads" (tree verification, 16 <= T <= 128): the T queries of one query head, read in place from [B, T, H, D].
 
 Grid (batch, kv head, row block, split). Batch-1 decode has only K programs per row block, far too few to pull the
 cache at HBM speed, so each row's needed KV blocks (those below start + T, a per-row count read from `start`) are
@@ -149,13 +152,16 @@ def default_num_stages(t: int) -> int:
 
 
 def default_layout(t: int) -> str:
-    """"packed" for every T: on an H200 "heads" was no faster at T = 60 (25.8 vs 22.4 µs at context 300, 20.3 vs
-    20.4 at 2K, 37.8 vs 28.1 at 8K; docs/results/2026-11-30-kernels-draft-model-h200.md). JSPEC_TREE_LAYOUT=heads
-    picks "heads" for the T it suits (16..128: tree verification), to compare the two inside a decode step."""
-    choice = os.environ.get("JSPEC_TREE_LAYOUT", "packed")
-    if choice not in ("packed", "heads"):
-        raise ValueError(f"JSPEC_TREE_LAYOUT must be 'packed' or 'heads', got {choice!r}")
-    return "heads" if choice == "heads" and MIN_ROWS <= t <= MAX_ROWS else "packed"
+    """"heads" for tree verification (16 <= T <= 128), "packed" for fewer tokens (decode, short chains).
+
+    Inside the 1.5B's verify(60) step (random weights, H200, 11 splits and 4 warps for both) "heads" measured 1.961
+    against 1.976 ms at 2K context and 2.150 against 2.175 ms at 8K: it reads and writes [B, T, H, D] in place, so
+    XLA neither pads and transposes the queries in nor transposes the output back
+    (docs/results/2026-12-01-session12-h200.md). JSPEC_TREE_LAYOUT=packed|heads forces one where it applies."""
+    choice = os.environ.get("JSPEC_TREE_LAYOUT", "auto")
+    if choice not in ("auto", "packed", "heads"):
+        raise ValueError(f"JSPEC_TREE_LAYOUT must be 'auto', 'packed' or 'heads', got {choice!r}")
+    return "heads" if choice != "packed" and MIN_ROWS <= t <= MAX_ROWS else "packed"
 
 
 TUNING_KEYS = ("block_r", "block_k", "num_splits", "num_warps", "num_stages")
@@ -245,7 +251,7 @@ def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_w
             pl.BlockSpec((None, tp, width), lambda bi, hi, si: (bi, 0, 0)),
         ],
         out_specs=out_specs,
-        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if tp <= 32 else 8),
+        compiler_params=pltriton.CompilerParams(num_warps=num_warps or (4 if tp <= 64 else 8),
                                                 num_stages=num_stages or default_num_stages(t)),
         interpret=interpret,
         name="tree_attention_gpu_heads",
