@@ -86,8 +86,8 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|breakdown|co
         || echo "step_breakdown ($kernel) FAILED"
     done ;;
   verify-tuning)
-    tunings=${TUNINGS:-"num_splits=12;num_splits=19;block_r=64;block_r=64,num_splits=11;block_r=32,block_k=32;\
-block_r=32,block_k=64;num_warps=4;num_stages=3;block_r=64,num_warps=4;block_r=64,num_splits=11,num_warps=4"}
+    # Default: candidates around the heads-layout heuristics of f7a6587 (session 12's best at 2K and 8K).
+    tunings=${TUNINGS:-"partial_bytes=2;block_k=128;num_splits=6;num_splits=16;partial_bytes=2,num_splits=16"}
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
       --contexts "${CONTEXTS:-2048,8192}" --parts decode,verify --reps 5 --tree-tunings "$tunings" \
       --out "$out/verify_tuning" 2>&1 ;;

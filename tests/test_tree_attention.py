@@ -105,6 +105,27 @@ def test_gpu_heads_layout_one_and_several_splits(num_splits):
     assert_close(out, tree_attention_reference(q, k, v, start, block), case.dtype)
 
 
+@pytest.mark.parametrize("layout", ["packed", "heads"])
+def test_gpu_half_width_partials(layout):
+    """partial_bytes=2 stores bf16 splits normalised by their own sums and weighs them back in the merge: within bf16
+    tolerance of the reference, and not bitwise the f32-partial result (so the narrow path did run). A float32 cache
+    keeps f32 partials."""
+    case = Case(60, 12, 2, 128, "bfloat16", cache_len=384)
+    q, k, v, start, block = make_inputs(case, seed=58)
+    run = functools.partial(tree_attention_gpu, q, k, v, start, block, layout=layout, num_splits=4, block_k=32,
+                            interpret=True)
+    half = run(partial_bytes=2)
+    assert_close(half, tree_attention_reference(q, k, v, start, block), case.dtype)
+    assert not np.array_equal(np.asarray(half, np.float32), np.asarray(run(partial_bytes=4), np.float32))
+    q32, k32, v32 = (x.astype(jnp.float32) for x in (q, k, v))
+    np.testing.assert_array_equal(
+        tree_attention_gpu(q32, k32, v32, start, block, layout=layout, num_splits=4, block_k=32, partial_bytes=2,
+                           interpret=True),
+        tree_attention_gpu(q32, k32, v32, start, block, layout=layout, num_splits=4, block_k=32, interpret=True))
+    with pytest.raises(ValueError, match="partial_bytes must be 2 or 4"):
+        run(partial_bytes=3)
+
+
 def test_split_count_choice():
     """A 60-slot tree of the 1.5B (384 packed rows in 64-row programs: 12 a split) runs in 5 splits over the bench's
     640-slot cache, not 1, and in one wave of 11 from 2K slots on; the f32 partial outputs stay within 4x the bf16
@@ -148,7 +169,8 @@ def test_env_tuning_reaches_the_gpu_kernel(monkeypatch):
     case = Case(16, 8, 2, 128, cache_len=128)
     q, k, v, start, block = make_inputs(case, 3)
     out = tree_attention(q, k, v, start, block, kernel="gpu", interpret=True, num_splits=3)
-    assert seen[-1] == {"block_r": 16, "block_k": 16, "num_splits": 3, "num_warps": None, "num_stages": None}
+    assert seen[-1] == {"block_r": 16, "block_k": 16, "num_splits": 3, "num_warps": None, "num_stages": None,
+                        "partial_bytes": None}
     np.testing.assert_allclose(out, tree_attention_reference(q, k, v, start, block), atol=TOL["float32"])
     for bad in ("block_r=0", "splits=4", "num_warps=four"):
         monkeypatch.setenv("JSPEC_TREE_TUNING", bad)
@@ -163,9 +185,10 @@ def test_gpu_kernel_lowers_for_h200(layout, t):
     args = (sds((1, t, 12, 128), jnp.bfloat16), sds((28, 1, 2304, 2, 128), jnp.bfloat16),
             sds((28, 1, 2304, 2, 128), jnp.bfloat16), sds((1,), jnp.int32), sds((1, t, t), jnp.bool_))
     device = jax.sharding.AbstractDevice(device_kind="NVIDIA H200", num_cores=132, platform="gpu")
-    for splits in (1, None):
+    for splits, partial_bytes in ((1, None), (None, None), (None, 2)):
         with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=device)):
-            lowered = jax.jit(functools.partial(tree_attention_gpu, layer=5, layout=layout, num_splits=splits)
+            lowered = jax.jit(functools.partial(tree_attention_gpu, layer=5, layout=layout, num_splits=splits,
+                                                partial_bytes=partial_bytes)
                               ).trace(*args).lower(lowering_platforms=("cuda",))
         assert "tree_attention_gpu" in lowered.as_text()
 

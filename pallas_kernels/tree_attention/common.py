@@ -54,12 +54,13 @@ def pack_rows(q: Float[Array, "B T H D"], kv_heads: int, rows_pad: int) -> Float
 
 
 def combine_splits(acc: Float[Array, "B K N R D"], m: Float[Array, "B K N R"], l: Float[Array, "B K N R"], *,
-                   base2: bool = False) -> Float[Array, "B K R D"]:
-    """Merge the N splits' partial softmax states (unnormalised output, running max, sum); splits and rows that saw
-    nothing weigh 0. `base2`: the maxima are in log2 units (a kernel that exponentiates with exp2)."""
+                   base2: bool = False, normalized: bool = False) -> Float[Array, "B K R D"]:
+    """Merge the N splits' partial softmax states (output, running max, sum); splits and rows that saw nothing weigh
+    0. `base2`: the maxima are in log2 units (a kernel that exponentiates with exp2). `normalized`: each split's
+    output is already divided by its own sum (how a kernel stores it in a narrow dtype), so it is weighted by it."""
     m_all = jnp.max(m, axis=2, keepdims=True)
     exp = jnp.exp2 if base2 else jnp.exp
     w = exp(m - jnp.where(m_all == -jnp.inf, 0.0, m_all))
     l_all = jnp.sum(w * l, axis=2)
-    o = jnp.sum(w[..., None] * acc, axis=2)
+    o = jnp.sum((w * l if normalized else w)[..., None] * acc.astype(jnp.float32), axis=2)
     return o / jnp.where(l_all == 0.0, 1.0, l_all)[..., None]

@@ -118,9 +118,18 @@ def _kernel(start_ref, q_ref, k_ref, v_ref, mask_ref, o_ref, m_ref, l_ref, *, t:
     """Packed layout: a block of (token, query head) rows of one kv head; partial states out."""
     acc, m, l = _attend(start_ref[()], q_ref[...], k_ref, v_ref, lambda col: mask_ref[:, pl.ds(col, block_k)],
                         pl.program_id(3), t=t, block_k=block_k, num_splits=num_splits, sm_scale=sm_scale)
-    o_ref[...] = acc
+    _store_partial(o_ref, acc, l)
     m_ref[...] = m
     l_ref[...] = l
+
+
+def _store_partial(o_ref, acc, l):
+    """A split's output: as accumulated in f32, or normalised by its own sum when stored narrower (bf16 partials
+    would otherwise lose the scale; `combine_splits(normalized=True)` weighs them back)."""
+    if o_ref.dtype == jnp.float32:
+        o_ref[...] = acc
+    else:
+        o_ref[...] = (acc / jnp.where(l == 0.0, 1.0, l)[:, None]).astype(o_ref.dtype)
 
 
 def _kernel_heads(start_ref, q_ref, k_ref, v_ref, mask_ref, *out_refs, t: int, block_k: int, num_splits: int,
@@ -140,7 +149,7 @@ def _kernel_heads(start_ref, q_ref, k_ref, v_ref, mask_ref, *out_refs, t: int, b
         pltriton.store(o_ref, o.astype(o_ref.dtype), mask=rows_ok)
     else:
         o_ref, m_ref, l_ref = out_refs
-        o_ref[...] = acc
+        _store_partial(o_ref, acc, l)
         m_ref[...] = m
         l_ref[...] = l
 
@@ -164,7 +173,7 @@ def default_layout(t: int) -> str:
     return "heads" if choice != "packed" and MIN_ROWS <= t <= MAX_ROWS else "packed"
 
 
-TUNING_KEYS = ("block_r", "block_k", "num_splits", "num_warps", "num_stages")
+TUNING_KEYS = ("block_r", "block_k", "num_splits", "num_warps", "num_stages", "partial_bytes")
 
 
 def env_tuning(t: int) -> dict[str, int]:
@@ -186,12 +195,13 @@ def env_tuning(t: int) -> dict[str, int]:
 
 
 @functools.partial(jax.jit, static_argnames=("sm_scale", "layer", "layout", "block_r", "block_k", "num_splits",
-                                             "num_warps", "num_stages", "interpret"))
+                                             "num_warps", "num_stages", "partial_bytes", "interpret"))
 def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v: Float[Array, "*L B S K D"],
                        start: Int[Array, " B"], block: Bool[Array, "B T T"], *, sm_scale: float | None = None,
                        layer: int | None = None, layout: str | None = None, block_r: int | None = None,
                        block_k: int | None = None, num_splits: int | None = None, num_warps: int | None = None,
-                       num_stages: int | None = None, interpret: bool = False) -> Float[Array, "B T H D"]:
+                       num_stages: int | None = None, partial_bytes: int | None = None,
+                       interpret: bool = False) -> Float[Array, "B T H D"]:
     """See `api.tree_attention`; the tuning arguments default to heuristics for an H200.
 
     With `layer`, `k` and `v` are a whole [L, B, S, K, D] cache and the kernel reads that layer's blocks in place:
@@ -211,14 +221,19 @@ def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"]
     layout = layout or default_layout(q.shape[1])
     if layout not in ("heads", "packed"):
         raise ValueError(f"tree_attention_gpu: layout must be 'heads' or 'packed', got {layout!r}")
+    if partial_bytes not in (None, 2, 4):
+        raise ValueError(f"tree_attention_gpu: partial_bytes must be 2 or 4, got {partial_bytes}")
+    # Split outputs in the cache's 16-bit dtype halve their HBM round trip (only when the cache is 16-bit).
+    partial_dtype = k.dtype if partial_bytes == 2 and k.dtype.itemsize == 2 else jnp.dtype(jnp.float32)
     tuning = dict(sm_scale=sm_scale, layer=layer, block_k=block_k, num_splits=num_splits, num_warps=num_warps,
-                  num_stages=num_stages, interpret=interpret)
+                  num_stages=num_stages, partial_dtype=partial_dtype, interpret=interpret)
     if layout == "heads":
         return _heads(q, k, v, start, block, **tuning)
     return _packed(q, k, v, start, block, block_r=block_r, **tuning)
 
 
-def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_warps, num_stages, interpret):
+def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_warps, num_stages, partial_dtype,
+           interpret):
     b, t, h, d = q.shape
     s, kv_heads = k.shape[2], k.shape[3]
     groups = h // kv_heads
@@ -234,7 +249,7 @@ def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_w
         out_specs = [pl.BlockSpec((None, tp, None, d), lambda bi, hi, si: (bi, 0, hi, 0))]
     else:
         part = (b, h, num_splits, tp)
-        out_shape = [jax.ShapeDtypeStruct(part + (d,), jnp.float32), jax.ShapeDtypeStruct(part, jnp.float32),
+        out_shape = [jax.ShapeDtypeStruct(part + (d,), partial_dtype), jax.ShapeDtypeStruct(part, jnp.float32),
                      jax.ShapeDtypeStruct(part, jnp.float32)]
         out_specs = [pl.BlockSpec((None, None, None, tp, d), lambda bi, hi, si: (bi, hi, si, 0, 0)),
                      pl.BlockSpec((None, None, None, tp), lambda bi, hi, si: (bi, hi, si, 0)),
@@ -258,12 +273,12 @@ def _heads(q, k, v, start, block, *, sm_scale, layer, block_k, num_splits, num_w
     )(start.astype(jnp.int32), q.astype(k.dtype), k, v, mask)
     if num_splits == 1:
         return out[0]
-    o = combine_splits(*out)[:, :, :t]  # [B, H, T, D]
+    o = combine_splits(*out, normalized=partial_dtype != jnp.float32)[:, :, :t]  # [B, H, T, D]
     return o.transpose(0, 2, 1, 3).astype(q.dtype)
 
 
 def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_splits, num_warps, num_stages,
-            interpret):
+            partial_dtype, interpret):
     b, t, h, d = q.shape
     s, kv_heads = k.shape[2], k.shape[3]
     groups = h // kv_heads
@@ -285,7 +300,7 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
     part = (b, kv_heads, num_splits, rows_pad)
     acc, m, l = pl.pallas_call(
         functools.partial(_kernel, t=t, block_k=block_k, num_splits=num_splits, sm_scale=scale),
-        out_shape=[jax.ShapeDtypeStruct(part + (d,), jnp.float32), jax.ShapeDtypeStruct(part, jnp.float32),
+        out_shape=[jax.ShapeDtypeStruct(part + (d,), partial_dtype), jax.ShapeDtypeStruct(part, jnp.float32),
                    jax.ShapeDtypeStruct(part, jnp.float32)],
         grid=(b, kv_heads, n_row_blocks, num_splits),
         in_specs=[
@@ -305,5 +320,6 @@ def _packed(q, k, v, start, block, *, sm_scale, layer, block_r, block_k, num_spl
         interpret=interpret,
         name="tree_attention_gpu",
     )(start.astype(jnp.int32), q_rows, k, v, mask)
-    out = combine_splits(acc, m, l)[:, :, : t * groups].reshape(b, kv_heads, t, groups, d)
+    out = combine_splits(acc, m, l, normalized=partial_dtype != jnp.float32)[:, :, : t * groups]
+    out = out.reshape(b, kv_heads, t, groups, d)
     return ungroup_queries(out).astype(q.dtype)
