@@ -138,10 +138,9 @@ def test_split_count_choice():
 
 
 def test_layout_choice(monkeypatch):
-    """Heads for verification-sized T (16..128), packed otherwise or when JSPEC_TREE_LAYOUT=packed; anything else
-    is an error."""
-    assert [default_layout(t) for t in (1, 15, 16, 60, 128, 600)] == ["packed", "packed", "heads", "heads", "heads",
-                                                                      "packed"]
+    """Heads for tree verification (32..128 tokens), packed otherwise or when JSPEC_TREE_LAYOUT=packed; =heads
+    extends it down to 16 tokens; anything else is an error."""
+    assert [default_layout(t) for t in (1, 16, 31, 32, 60, 128, 600)] == ["packed"] * 3 + ["heads"] * 3 + ["packed"]
     monkeypatch.setenv("JSPEC_TREE_LAYOUT", "packed")
     assert [default_layout(t) for t in (1, 16, 60, 128, 600)] == ["packed"] * 5
     monkeypatch.setenv("JSPEC_TREE_LAYOUT", "heads")

@@ -6,9 +6,9 @@ Which implementation runs (decided at trace time):
   "mosaic" (GPU: the Mosaic GPU kernel of gpu_mosaic.py instead of the default Triton-lowered one, which measured
   faster on the H200 at 2K and 8K context and for decode: docs/results/2026-11-30-session7-h200.md);
 - else the kernel of `jax.default_backend()` ("tpu" -> tpu.py, "gpu" -> gpu.py) and the reference anywhere else.
-On GPUs, JSPEC_TREE_LAYOUT=packed runs tree verification (16..128 new tokens) with the kernel's "packed" layout
-instead of the default "heads" one (see `gpu.default_layout`), and JSPEC_TREE_TUNING overrides the Triton kernel's
-tuning for tree verification (see `gpu.env_tuning`).
+On GPUs, tree verification of 32..128 new tokens runs the kernel's "heads" layout and anything shorter the "packed"
+one; JSPEC_TREE_LAYOUT=packed|heads forces one (see `gpu.default_layout`), and JSPEC_TREE_TUNING overrides the
+Triton kernel's tuning for tree verification (see `gpu.env_tuning`).
 `interpret` runs the chosen kernel in Pallas interpret mode (CPU tests): True, or for the TPU kernel a
 `pltpu.InterpretParams`.
 

@@ -1,10 +1,10 @@
 """Tree attention as a Triton-lowered Pallas GPU kernel (split-KV "flash decoding" + a combine in XLA).
 
 Rows, in one of two layouts (`default_layout`):
-- "packed" (decode, T < 16): the T queries and the G = H // K query heads of one kv head are packed t-major
+- "packed" (decode, short chains and blocks, T < 32): the T queries and the G = H // K query heads of one kv head are packed t-major
   (row = t * G + g) into blocks of `block_r` rows, a power of two >= 16 so both dots run on tensor cores even for
   one-token decode with G = 1;
-- "heads" (tree verification, 16 <= T <= 128): the T queries of one query head, read in place from [B, T, H, D].
+- "heads" (tree verification, 32 <= T <= 128): the T queries of one query head, read in place from [B, T, H, D].
 
 Grid (batch, kv head, row block, split). Batch-1 decode has only K programs per row block, far too few to pull the
 cache at HBM speed, so each row's needed KV blocks (those below start + T, a per-row count read from `start`) are
@@ -160,17 +160,23 @@ def default_num_stages(t: int) -> int:
     return 2 if t == 1 else 3
 
 
+HEADS_MIN_T = 32  # below this a head's rows fill too little of a program to pay for reading its kv head's K/V alone
+
+
 def default_layout(t: int) -> str:
-    """"heads" for tree verification (16 <= T <= 128), "packed" for fewer tokens (decode, short chains).
+    """"heads" for tree verification (HEADS_MIN_T <= T <= 128), "packed" for fewer tokens (decode, chains, blocks).
 
     Inside the 1.5B's verify(60) step (random weights, H200, 11 splits and 4 warps for both) "heads" measured 1.961
     against 1.976 ms at 2K context and 2.150 against 2.175 ms at 8K: it reads and writes [B, T, H, D] in place, so
     XLA neither pads and transposes the queries in nor transposes the output back
-    (docs/results/2026-12-01-session12-h200.md). JSPEC_TREE_LAYOUT=packed|heads forces one where it applies."""
+    (docs/results/2026-12-01-session12-h200.md). Each program re-reads its kv head's K/V for one query head's rows,
+    so short blocks (a 16-token DFlash block: 16 rows against 96 packed) stay packed. JSPEC_TREE_LAYOUT=packed|heads
+    forces one where it applies (heads: 16 <= T <= 128)."""
     choice = os.environ.get("JSPEC_TREE_LAYOUT", "auto")
     if choice not in ("auto", "packed", "heads"):
         raise ValueError(f"JSPEC_TREE_LAYOUT must be 'auto', 'packed' or 'heads', got {choice!r}")
-    return "heads" if choice != "packed" and MIN_ROWS <= t <= MAX_ROWS else "packed"
+    lowest = {"auto": HEADS_MIN_T, "heads": MIN_ROWS, "packed": MAX_ROWS + 1}[choice]
+    return "heads" if lowest <= t <= MAX_ROWS else "packed"
 
 
 TUNING_KEYS = ("block_r", "block_k", "num_splits", "num_warps", "num_stages", "partial_bytes")
