@@ -23,6 +23,8 @@
 #                                      # TOP=400 lists every kernel, HLO=1 keeps the optimized HLO
 #   bash bench/h200_issue3.sh verify-tuning  # no GGUF needed: verify(60) at 2K and 8K (or CONTEXTS) under each
 #                                            # tree-attention tuning of TUNINGS (JSPEC_TREE_TUNING values, ';'-separated)
+#   bash bench/h200_issue3.sh prefill  # the prefill call of vanilla and token_recycling, in the bench's sequence and
+#                                      # alone (Token Recycling's measured 1.5-2.5 ms longer in session 12's benches)
 #   bash bench/h200_issue3.sh splits   # no GGUF needed: T = 60 tree attention by split count over the bench loop's
 #                                      # 640-slot cache (the heuristic's choice against 1, 2, 3, 5, 8)
 #   bash bench/h200_issue3.sh tr-stats  # how often each node of TR's 81-slot tree is accepted, over 50 ShareGPT
@@ -42,7 +44,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned|tr-deep}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|prefill|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned|tr-deep}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -91,6 +93,9 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|breakdown|co
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
       --contexts "${CONTEXTS:-2048,8192}" --parts decode,verify --reps 5 --tree-tunings "$tunings" \
       --out "$out/verify_tuning" 2>&1 ;;
+  prefill)
+    python3 bench/prefill_speed.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --out "$out/prefill" \
+      2>&1 | grep -v Warning | tail -n 3 ;;
   breakdown)
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --dtype bfloat16 --methods token_recycling \
       --contexts 150,300,600 --max-cache-len 768 --profile --out "$out/breakdown" 2>&1 | tail -n 5 ;;
