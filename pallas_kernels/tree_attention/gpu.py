@@ -1,9 +1,9 @@
 """Tree attention as a Triton-lowered Pallas GPU kernel (split-KV "flash decoding" + a combine in XLA).
 
 Rows, in one of two layouts (`default_layout`):
-- "packed" (decode, short chains and blocks, T < 32): the T queries and the G = H // K query heads of one kv head are packed t-major
-  (row = t * G + g) into blocks of `block_r` rows, a power of two >= 16 so both dots run on tensor cores even for
-  one-token decode with G = 1;
+- "packed" (decode, short chains and blocks, T < 32): the T queries and the G = H // K query heads of one kv head
+  are packed t-major (row = t * G + g) into blocks of `block_r` rows, a power of two >= 16 so both dots run on tensor
+  cores even for one-token decode with G = 1;
 - "heads" (tree verification, 32 <= T <= 128): the T queries of one query head, read in place from [B, T, H, D].
 
 Grid (batch, kv head, row block, split). Batch-1 decode has only K programs per row block, far too few to pull the
@@ -35,11 +35,11 @@ MAX_ROWS = 128  # rows per program: bounds the f32 accumulator and score tile in
 PACKED_MAX_ROWS = 64
 TARGET_PROGRAMS = 132  # one wave on an H100/H200 (132 SMs)
 MIN_SPLIT_BLOCKS = 2  # below this a split's fixed cost (q load, loop setup) outweighs its KV reads
-# Partial outputs of this size take about a microsecond to write and merge at HBM speed, so they never limit the splits of a short
-# cache: there each program's serial walk over its KV blocks is the cost (in the bench's decode loop, a 60-slot tree
-# over a 640-slot cache ran as 6 programs walking every block of their row, 15 µs a call against 6.5 µs for decode:
-# docs/results/2026-11-30-session8-h200.md). With the floor it runs 5 splits, 9 µs a call in that loop, and Token
-# Recycling's loop step fell from 2.41 to 2.23 ms (docs/results/2026-11-30-session9-h200.md).
+# Partial outputs of this size take about a microsecond to write and merge at HBM speed, so they never limit the splits
+# of a short cache: there each program's serial walk over its KV blocks is the cost (in the bench's decode loop, a
+# 60-slot tree over a 640-slot cache ran as 6 programs walking every block of their row, 15 µs a call against 6.5 µs
+# for decode: docs/results/2026-11-30-session8-h200.md). With the floor it runs 5 splits, 9 µs a call in that loop,
+# and Token Recycling's loop step fell from 2.41 to 2.23 ms (docs/results/2026-11-30-session9-h200.md).
 PARTIAL_FLOOR_BYTES = 1 << 20
 # f32 partial outputs up to this many times the bf16 K/V they summarise: a one-wave split of that 60-slot tree at 2K
 # context (11 splits, 2.1x the K/V) measured 8% faster in the step than the 6 splits that a 1x budget allowed.
