@@ -158,10 +158,11 @@ def test_env_tuning_reaches_the_gpu_kernel(monkeypatch):
     monkeypatch.setenv("JSPEC_TREE_TUNING", "block_r=16, block_k=16,num_splits=2")
     assert gpu.env_tuning(1) == {}
     assert gpu.env_tuning(60) == {"block_r": 16, "block_k": 16, "num_splits": 2}
-    seen = []
+    seen, seen_layouts = [], []
 
     def spy(*args, **kwargs):
         seen.append({k: kwargs.get(k) for k in gpu.TUNING_KEYS})
+        seen_layouts.append({"layout": kwargs.get("layout")})
         return gpu.tree_attention_gpu(*args, **kwargs)
 
     monkeypatch.setitem(api._KERNELS, "gpu", (spy, gpu.unsupported))
@@ -170,6 +171,11 @@ def test_env_tuning_reaches_the_gpu_kernel(monkeypatch):
     out = tree_attention(q, k, v, start, block, kernel="gpu", interpret=True, num_splits=3)
     assert seen[-1] == {"block_r": 16, "block_k": 16, "num_splits": 3, "num_warps": None, "num_stages": None,
                         "partial_bytes": None}
+    monkeypatch.setenv("JSPEC_TREE_LAYOUT", "heads")  # read per call too, not once per jit-cache entry
+    tree_attention(q, k, v, start, block, kernel="gpu", interpret=True)
+    monkeypatch.setenv("JSPEC_TREE_LAYOUT", "packed")
+    tree_attention(q, k, v, start, block, kernel="gpu", interpret=True)
+    assert [call["layout"] for call in seen_layouts] == ["packed", "heads", "packed"]
     np.testing.assert_allclose(out, tree_attention_reference(q, k, v, start, block), atol=TOL["float32"])
     for bad in ("block_r=0", "splits=4", "num_warps=four"):
         monkeypatch.setenv("JSPEC_TREE_TUNING", bad)

@@ -77,8 +77,8 @@ def tree_attention(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"], v:
         warnings.warn(f"tree_attention: {name} kernel falls back to the reference: {reason}", stacklevel=2)
         k, v = (k, v) if layer is None else (k[layer], v[layer])
         return tree_attention_reference(q, k.astype(q.dtype), v.astype(q.dtype), start, block, sm_scale=sm_scale)
-    if name == "gpu":
-        tuning = gpu.env_tuning(q.shape[1]) | tuning
+    if name == "gpu":  # environment read here, not inside the kernel's jit cache
+        tuning = {"layout": gpu.default_layout(q.shape[1])} | gpu.env_tuning(q.shape[1]) | tuning
     if layer is not None:
         tuning["layer"] = layer
     return fn(q, k, v, start, block, sm_scale=sm_scale, interpret=interpret, **tuning)
