@@ -23,6 +23,8 @@
 #                                      # TOP=400 lists every kernel, HLO=1 keeps the optimized HLO
 #   bash bench/h200_issue3.sh verify-tuning  # no GGUF needed: verify(60) at 2K and 8K (or CONTEXTS) under each
 #                                            # tree-attention tuning of TUNINGS (JSPEC_TREE_TUNING values, ';'-separated)
+#   bash bench/h200_issue3.sh attention-bw  # no GGUF needed: the kernel's K/V read as a share of copy bandwidth for
+#                                           # T = TOKENS (default 60,32,16,1) at CONTEXTS (8K, 32K), BATCH rows
 #   bash bench/h200_issue3.sh prefill  # the prefill call of vanilla and token_recycling, in the bench's sequence and
 #                                      # alone (Token Recycling's measured 1.5-2.5 ms longer in session 12's benches)
 #   bash bench/h200_issue3.sh splits   # no GGUF needed: T = 60 tree attention by split count over the bench loop's
@@ -44,7 +46,7 @@ cd "$(dirname "$0")/.."
 export JSPEC_HOME=/root/jspec_home PYTHONUNBUFFERED=1
 export PYTHONPATH=/tmp/site:$PWD
 out=${OUT:-/tmp/out}; mkdir -p "$out"
-case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|prefill|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned|tr-deep}" in
+case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|attention-bw|prefill|breakdown|costs|kernels|profile|splits|loop-profile|tr-stats|tr-tuned|tr-deep}" in
   setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
     for m in ${MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b}; do
@@ -89,10 +91,13 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|prefill|brea
     done ;;
   verify-tuning)
     # Default: candidates around the heads-layout heuristics of f7a6587 (session 12's best at 2K and 8K).
-    tunings=${TUNINGS:-"partial_bytes=2;block_k=128;num_splits=6;num_splits=16;partial_bytes=2,num_splits=16"}
+    tunings=${TUNINGS:-"partial_bytes=2;block_k=128;num_splits=6;num_splits=16;num_splits=22;partial_bytes=2,num_splits=16;partial_bytes=2,num_splits=22"}
     python3 bench/step_breakdown.py --model qwen2.5-coder-1.5b --weights random --methods token_recycling \
       --contexts "${CONTEXTS:-2048,8192}" --parts decode,verify --reps 5 --tree-tunings "$tunings" \
       --out "$out/verify_tuning" 2>&1 ;;
+  attention-bw)
+    timeout 500 python3 bench/tree_attention_speed.py --tokens "${TOKENS:-60,32,16,1}" --contexts "${CONTEXTS:-8192,32768}" \
+      --batch "${BATCH:-1}" --out "$out/attention_bw_b${BATCH:-1}" 2>&1 | tail -n 12 || echo "tree_attention_speed FAILED" ;;
   prefill)
     python3 bench/prefill_speed.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --out "$out/prefill" \
       2>&1 | grep -v Warning | tail -n 3 ;;

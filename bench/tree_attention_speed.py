@@ -1,15 +1,15 @@
-"""Tree-attention kernel vs XLA at Qwen2.5-Coder-1.5B attention shapes: one layer, batch 1, bf16.
+"""Tree-attention kernel vs XLA at Qwen2.5-Coder-1.5B attention shapes: one layer, bf16.
 
     python bench/tree_attention_speed.py --out OUT_DIR                 # on the GPU (or TPU)
     python bench/tree_attention_speed.py --smoke --out /tmp/ta         # tiny shapes, kernel in interpret mode, CPU
 
-Cases: T=60 verification of a random draft tree and T=1 decode, at several context lengths (start = context; the
-cache holds `--capacity` slots, default context + 128). Timed: the kernel, the pure-JAX reference (XLA, dense over the
+Cases: each T of `--tokens` (default 60, a verification tree, and 1, decode; random tree masks) at several context
+lengths and `--batch` rows (start = context; the cache holds `--capacity` slots, default context + 128). Timed: the kernel, the pure-JAX reference (XLA, dense over the
 whole cache), and `jspec.models.decoder.attend` with a precomputed dense [B, T, S] mask; on GPUs also the other
 layout of the Triton-lowered kernel and the Mosaic GPU kernel (gpu_mosaic.py), both checked against the reference. Each timing chains `--chain`
 calls (each call's output is the next call's query) in one jitted function so launch overhead is amortised; the
-median over `--repeats` runs is reported per call. Bandwidth = K/V bytes below `start` / time. Prints a markdown table
-and writes tree_attention_speed.json under --out.
+median over `--repeats` runs is reported per call. Bandwidth = K/V bytes below `start` / time, also as a share of the
+device copy bandwidth measured in the same run. Prints a markdown table and writes tree_attention_speed.json under --out.
 """
 
 import argparse
@@ -35,8 +35,8 @@ from pallas_kernels.tree_attention.reference import tree_attention_reference  # 
 from pallas_kernels.tree_attention.testing import random_tree_masks  # noqa: E402
 from pallas_kernels.tree_attention.tpu import tree_attention_tpu  # noqa: E402
 
-FULL = dict(heads=12, kv_heads=2, head_dim=128, contexts=(2048, 8192, 32768), chain=20, repeats=30)
-SMOKE = dict(heads=4, kv_heads=2, head_dim=64, contexts=(192, 320), chain=2, repeats=3)
+FULL = dict(heads=12, kv_heads=2, head_dim=128, contexts=(2048, 8192, 32768), chain=20, repeats=30, batch=1)
+SMOKE = dict(heads=4, kv_heads=2, head_dim=64, contexts=(192, 320), chain=2, repeats=3, batch=1)
 # --sweep: GPU kernel tuning grid at T = 60 (None: the kernel's heuristic)
 SWEEP = {"layout": ("heads", "packed"), "block_k": (32, 64, 128), "num_splits": (None, 1, 8, 32), "num_warps": (4, 8)}
 # Called directly, not through the dispatcher: a silent fallback to the reference would make the timing meaningless.
@@ -78,12 +78,19 @@ def time_per_call(fn, args, chain: int, repeats: int) -> float:
 
 def make_case(rng: np.random.Generator, t: int, context: int, capacity: int, cfg: dict, dtype):
     keys = jax.random.split(jax.random.key(int(rng.integers(1 << 30))), 3)
-    h, kv, d = cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
-    q = jax.random.normal(keys[0], (1, t, h, d), dtype)
-    k = jax.random.normal(keys[1], (1, capacity, kv, d), dtype)
-    v = jax.random.normal(keys[2], (1, capacity, kv, d), dtype)
-    block = jnp.asarray(random_tree_masks(rng, 1, t))
-    return q, k, v, jnp.array([context], jnp.int32), block
+    b, h, kv, d = cfg["batch"], cfg["heads"], cfg["kv_heads"], cfg["head_dim"]
+    q = jax.random.normal(keys[0], (b, t, h, d), dtype)
+    k = jax.random.normal(keys[1], (b, capacity, kv, d), dtype)
+    v = jax.random.normal(keys[2], (b, capacity, kv, d), dtype)
+    block = jnp.asarray(random_tree_masks(rng, b, t))
+    return q, k, v, jnp.full((b,), context, jnp.int32), block
+
+
+def copy_bandwidth(repeats: int) -> float:
+    """Device copy bandwidth in GB/s (bytes read + written), the ceiling the kernel's K/V read is compared with."""
+    x = jnp.zeros((1 << 29,), jnp.bfloat16)  # 1 GiB
+    sec = time_per_call(lambda a: a + 1, (x,), 1, repeats)  # chained adds would fuse into one pass
+    return 2 * x.nbytes / sec / 1e9
 
 
 def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, interpret: bool, sweep: bool,
@@ -109,8 +116,12 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
         errs[name] = float(np.max(np.abs(out - ref)))
         if not np.allclose(out, ref, rtol=2e-2, atol=2e-2):
             raise AssertionError(f"{name} != reference at T={t} context={context}: max abs err {errs[name]}")
-    kv_bytes = 2 * context * cfg["kv_heads"] * cfg["head_dim"] * 2
-    row = {"T": t, "context": context, "capacity": capacity, "kv_bytes": kv_bytes, "max_abs_err": errs,
+    kv_bytes = cfg["batch"] * 2 * context * cfg["kv_heads"] * cfg["head_dim"] * 2
+    # FLOP per K/V byte (QK^T and PV): above the GPU's ridge point (~200 on an H200) the kernel is compute-bound and
+    # cannot read the cache at full bandwidth whatever its schedule.
+    intensity = 4 * t * cfg["heads"] * cfg["head_dim"] / (2 * cfg["kv_heads"] * cfg["head_dim"] * 2)
+    row = {"T": t, "batch": cfg["batch"], "context": context, "capacity": capacity, "kv_bytes": kv_bytes,
+           "flop_per_byte": intensity, "max_abs_err": errs,
            "layout": tree_attention_gpu_layout(t) if kernel == "gpu" else None}
     for name, fn in fns.items():
         sec = time_per_call(fn, args, cfg["chain"], cfg["repeats"])
@@ -152,14 +163,16 @@ def sweep_gpu(args: tuple, cfg: dict) -> list[dict]:
     return rows
 
 
-def markdown(rows: list[dict]) -> str:
-    cols = ["T", "context", "capacity", "layout", "kernel µs", "GB/s", "reference µs", "GB/s", "dense attend µs",
-            "GB/s", "speedup vs ref", "other layout µs", "mosaic µs"]
+def markdown(rows: list[dict], copy_gbps: float | None) -> str:
+    cols = ["T", "batch", "context", "capacity", "layout", "FLOP/byte", "kernel µs", "GB/s", "% of copy bw",
+            "reference µs", "GB/s", "dense attend µs", "GB/s", "speedup vs ref", "other layout µs", "mosaic µs"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
-        cells = [r["T"], r["context"], r["capacity"], r["layout"] or ""]
+        cells = [r["T"], r["batch"], r["context"], r["capacity"], r["layout"] or "", f"{r['flop_per_byte']:.0f}"]
         for name in ("kernel", "reference", "dense_attend"):
             cells += [f"{r[f'{name}_us']:.1f}", f"{r[f'{name}_GBps']:.0f}"]
+            if name == "kernel":
+                cells.append(f"{100 * r['kernel_GBps'] / copy_gbps:.0f}%" if copy_gbps else "")
         cells.append(f"{r['reference_us'] / r['kernel_us']:.2f}x")
         cells.append(f"{r['kernel_other_layout_us']:.1f}" if "kernel_other_layout_us" in r else "")
         cells.append(f"{r['mosaic_us']:.1f}" if "mosaic_us" in r else "")
@@ -174,6 +187,9 @@ def main():
     ap.add_argument("--kernel", choices=("gpu", "tpu"), help="default: the default backend's kernel (gpu on CPU)")
     ap.add_argument("--contexts", help="comma-separated context lengths")
     ap.add_argument("--capacity", type=int, default=0, help="cache slots (default: context + 128)")
+    ap.add_argument("--tokens", default="60,1", help="comma-separated query counts T (60: Token Recycling's tree, "
+                    "16: a DFlash block, 1: decode)")
+    ap.add_argument("--batch", type=int, default=1, help="batch rows, each holding `context` tokens")
     ap.add_argument("--sweep", action="store_true", help="also time the GPU kernel at T = 60 over the SWEEP grid")
     ap.add_argument("--splits", help="also time the GPU kernel at T = 60 with each of these comma-separated split "
                     "counts (the rest at its heuristic)")
@@ -181,17 +197,20 @@ def main():
     cfg = dict(SMOKE if args.smoke else FULL)
     if args.contexts:
         cfg["contexts"] = tuple(int(c) for c in args.contexts.split(","))
+    cfg["batch"] = args.batch
     kernel = args.kernel or (jax.default_backend() if jax.default_backend() in ("gpu", "tpu") else "gpu")
     interpret = args.smoke or jax.default_backend() != kernel
     rng = np.random.default_rng(0)
     splits = tuple(int(n) for n in args.splits.split(",")) if args.splits and kernel == "gpu" else ()
     rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, args.sweep and t == 60 and not interpret,
                        rng, splits if t == 60 else ())
-            for t in (60, 1) for c in cfg["contexts"]]
-    table = markdown(rows)
+            for t in (int(n) for n in args.tokens.split(",")) for c in cfg["contexts"]]
+    copy_gbps = None if interpret else copy_bandwidth(cfg["repeats"])
+    table = markdown(rows, copy_gbps)
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     meta = {"device": str(jax.devices()[0].device_kind), "jax": jax.__version__, "kernel": kernel,
+            "copy_GBps": copy_gbps,
             "interpret": interpret, "config": {k: v for k, v in cfg.items()}}
     (args.out / "tree_attention_speed.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 

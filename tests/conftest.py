@@ -1,5 +1,6 @@
 """Shared fixtures: float32 on CPU, the HF transformers oracle (a Python 3.11 venv with torch CPU), real assets."""
 
+import gc
 import json
 import os
 import pathlib
@@ -70,3 +71,12 @@ def smollm2_vanilla(smollm2_gguf):
     ids = [m.tokenizer.encode_chat([{"role": "user", "content": t}]) for t in texts]
     kw = dict(max_new_tokens=64, eos_ids=m.eos_token_ids, max_cache_len=256)
     return m, ids, kw, generate(m.graphdef, m.params, ids, **kw).tokens
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled executables after each module: a long-lived xdist worker otherwise accumulates thousands
+    of XLA:CPU programs (and their code mappings), and twice aborted deep into a CI run."""
+    yield
+    jax.clear_caches()
+    gc.collect()
