@@ -51,11 +51,11 @@ def main():
     summary = {}
     for name, method, params, state in built_methods(args, model):
         kw = dict(max_new_tokens=args.max_new_tokens, sampling=Sampling(), seed=0, max_cache_len=cache_len,
-                  method_params=params, method_state=state, pad_to=width)
-        run_batch(model, method, [ids], **kw)  # compile
+                  method_params=params, pad_to=width)
+        _, state = run_batch(model, method, [ids], method_state=state, **kw)  # compile (consumes the state)
         with tempfile.TemporaryDirectory() as trace_dir:
             with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-                [rec], _ = run_batch(model, method, [ids], **kw)
+                [rec], _ = run_batch(model, method, [ids], method_state=state, **kw)
             table = format_table(summarize(trace_dir, device), rec["steps"], args.top)
         loop_ms = 1e3 * rec["loop_seconds"] / max(rec["steps"] - 1, 1)
         split = (f"{rec['steps']} target steps, MAT {rec['mat']:.2f}; prefill {1e3 * rec['prefill_seconds']:.1f} ms, "

@@ -48,11 +48,13 @@ def prefill_alone(model, method, params, state, ids: list[int], width: int, cach
         def call():
             return vanilla_prefill(model.graphdef, model.params, tokens, lens, jax.random.key(0), **common)
     else:
-        state = method.init_state(params, 1, cache_len) if state is None else state
+        held = [method.init_state(params, 1, cache_len) if state is None else state]
 
-        def call():
-            return spec_prefill(model.graphdef, model.params, tokens, lens, jax.random.key(0), params, state,
-                                method=method, **common)
+        def call():  # the prefill consumes (donates) the method state: pass on the one it returns
+            out = spec_prefill(model.graphdef, model.params, tokens, lens, jax.random.key(0), params, held[0],
+                               method=method, **common)
+            held[0] = out.method_state
+            return out
     jax.block_until_ready(call())
     times = []
     for _ in range(reps):
@@ -82,14 +84,14 @@ def main():
         kw = dict(max_new_tokens=args.max_new_tokens, sampling=Sampling(), max_cache_len=cache_len,
                   method_params=params, pad_to=width)
         state = saved
-        run_batch(model, method, [prompts[0]["ids"]], seed=0, method_state=state, **kw)  # compile
+        _, state = run_batch(model, method, [prompts[0]["ids"]], seed=0, method_state=state, **kw)  # compile
         in_bench = []
         for i, p in enumerate(prompts):
             [rec], state = run_batch(model, method, [p["ids"]], seed=i, method_state=state, **kw)
             in_bench.append(rec["prefill_seconds"])
         if args.profile:
             with jax.profiler.trace(str(out / f"trace_{name}"), create_perfetto_trace=True):
-                run_batch(model, method, [prompts[0]["ids"]], seed=0, method_state=state, **kw)
+                _, state = run_batch(model, method, [prompts[0]["ids"]], seed=0, method_state=state, **kw)
         alone = prefill_alone(model, method, params, state, prompts[0]["ids"], width, cache_len,
                               args.max_new_tokens, args.reps)
         rows.append({"method": name, "in_bench_ms": 1e3 * statistics.median(in_bench), "alone_ms": 1e3 * alone,

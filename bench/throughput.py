@@ -17,6 +17,7 @@ import sys
 import time
 
 import jax
+import jax.numpy as jnp
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
@@ -45,7 +46,8 @@ def main():
     for name, method, params, saved in built_methods(args, model):
         for b in sizes:
             batch = prompts[:b]
-            _, state = run_batch(model, method, batch, seed=0, method_params=params, method_state=saved, **kw)
+            _, state = run_batch(model, method, batch, seed=0, method_params=params,
+                                 method_state=jax.tree.map(jnp.copy, saved), **kw)  # a call consumes its state
             records, _ = run_batch(model, method, batch, seed=0, method_params=params, method_state=state, **kw)
             tokens = sum(r["new_tokens"] for r in records)
             steps = sum(r["steps"] for r in records)

@@ -99,8 +99,11 @@ def _concat(taps: tuple) -> Array | None:
     return jnp.concatenate(taps, axis=-1) if taps else None
 
 
+# method_state is donated: a persistent part (the adjacency matrix) then keeps one device buffer from prompt to
+# prompt, through prefill and the donated loop. A new buffer each prompt would make XLA re-record the prefill's CUDA
+# graph (2.7 ms per prompt measured on the H200 with Token Recycling).
 @functools.partial(jax.jit, static_argnames=("graphdef", "method", "sampling", "max_new_tokens", "eos_ids",
-                                             "max_cache_len", "cache_dtype"))
+                                             "max_cache_len", "cache_dtype"), donate_argnames=("method_state",))
 def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, method_state, *, method, sampling,
                  max_new_tokens, eos_ids, max_cache_len, cache_dtype):
     model = nnx.merge(graphdef, params)
@@ -136,7 +139,8 @@ def speculative_generate(graphdef: nnx.GraphDef, params: nnx.State, prompts: lis
     """Lossless speculative decoding of a batch of token-id prompts with `method`.
 
     `method_params` are the method's weights (e.g. a drafter's); `method_state` (e.g. a warm adjacency matrix) is
-    passed in and the updated one returned in the result.
+    passed in and the updated one returned in the result. The state passed in is consumed (its device buffers are
+    donated): keep using the returned one.
     """
     if max_new_tokens < 1:
         raise UserError(f"max new tokens must be >= 1, got {max_new_tokens}")

@@ -132,7 +132,7 @@ def test_state_saves_loads_and_is_token_recycling_compatible(tiny_target, vanill
                                  method_state=loaded, **KW)
     assert again.tokens == vanilla
     tr = TokenRecycling(vocab_size=V)
-    np.testing.assert_array_equal(tr.load_state(str(tmp_path / "adj.npz")).table, loaded.adjacency.table)
+    np.testing.assert_array_equal(tr.load_state(str(tmp_path / "adj.npz")).table, res.method_state.adjacency.table)
     with pytest.raises(UserError, match="vocabulary of 96 tokens, but the model has 97"):
         dataclasses.replace(method, vocab_size=97).load_state(str(tmp_path / "adj.npz"))
 

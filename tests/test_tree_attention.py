@@ -108,15 +108,17 @@ def test_gpu_heads_layout_one_and_several_splits(num_splits):
 @pytest.mark.parametrize("layout", ["packed", "heads"])
 def test_gpu_half_width_partials(layout):
     """partial_bytes=2 stores bf16 splits normalised by their own sums and weighs them back in the merge: within bf16
-    tolerance of the reference, and not bitwise the f32-partial result (so the narrow path did run). A float32 cache
-    keeps f32 partials."""
+    tolerance of the reference, and not bitwise the f32-partial result (so the narrow path did run); the heads layout
+    uses it by default. A float32 cache keeps f32 partials."""
     case = Case(60, 12, 2, 128, "bfloat16", cache_len=384)
     q, k, v, start, block = make_inputs(case, seed=58)
     run = functools.partial(tree_attention_gpu, q, k, v, start, block, layout=layout, num_splits=4, block_k=32,
                             interpret=True)
-    half = run(partial_bytes=2)
-    assert_close(half, tree_attention_reference(q, k, v, start, block), case.dtype)
-    assert not np.array_equal(np.asarray(half, np.float32), np.asarray(run(partial_bytes=4), np.float32))
+    assert_close(run(partial_bytes=2), tree_attention_reference(q, k, v, start, block), case.dtype)
+    half, full = (np.asarray(run(partial_bytes=n), np.float32) for n in (2, 4))
+    assert not np.array_equal(half, full)
+    # The default: 16-bit partials for the heads layout (tree verification), float32 for packed.
+    np.testing.assert_array_equal(np.asarray(run(), np.float32), half if layout == "heads" else full)
     q32, k32, v32 = (x.astype(jnp.float32) for x in (q, k, v))
     np.testing.assert_array_equal(
         tree_attention_gpu(q32, k32, v32, start, block, layout=layout, num_splits=4, block_k=32, partial_bytes=2,

@@ -6,6 +6,8 @@ import json
 import pathlib
 import time
 
+import jax
+import jax.numpy as jnp
 from tqdm import tqdm
 
 from jspec.bench.datasets import load_prompts
@@ -83,8 +85,10 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                 method, params = built[name]
                 kw = dict(max_new_tokens=cfg.max_new_tokens, sampling=cfg.sampling, max_cache_len=cache_len,
                           method_params=params, pad_to=width)
-                # Compile outside the timing (a loaded state is fitted to the call, so pass the same pytree shape).
-                run_batch(model, method, [prompts[0]["ids"]], seed=cfg.seed, method_state=states.get(name), **kw)
+                # Compile outside the timing (a loaded state is fitted to the call, so pass the same pytree shape;
+                # a copy, since a call consumes the state it is given).
+                run_batch(model, method, [prompts[0]["ids"]], seed=cfg.seed,
+                          method_state=jax.tree.map(jnp.copy, states.get(name)), **kw)
                 state = states.get(name)
                 bar = tqdm(prompts, desc=f"{dataset}/{name}", disable=not progress, unit="prompt")
                 for i, p in enumerate(bar):

@@ -179,6 +179,14 @@ def default_layout(t: int) -> str:
     return "heads" if lowest <= t <= MAX_ROWS else "packed"
 
 
+def default_partial_bytes(layout: str) -> int:
+    """Bytes per element of the split outputs. 16-bit (normalised per split) for the heads layout, i.e. tree
+    verification: on the H200 it took the 1.5B's verify(60) step from 2.157 to 2.132 ms at 8K context and from 1.961
+    to 1.941 ms at 2K, real weights (docs/results/2026-12-01-session13-h200.md). The packed layout (decode, DFlash's
+    16-token block) keeps float32 partials: not measured there."""
+    return 2 if layout == "heads" else 4
+
+
 TUNING_KEYS = ("block_r", "block_k", "num_splits", "num_warps", "num_stages", "partial_bytes")
 
 
@@ -229,6 +237,7 @@ def tree_attention_gpu(q: Float[Array, "B T H D"], k: Float[Array, "*L B S K D"]
         raise ValueError(f"tree_attention_gpu: layout must be 'heads' or 'packed', got {layout!r}")
     if partial_bytes not in (None, 2, 4):
         raise ValueError(f"tree_attention_gpu: partial_bytes must be 2 or 4, got {partial_bytes}")
+    partial_bytes = partial_bytes or default_partial_bytes(layout)
     # Split outputs in the cache's 16-bit dtype halve their HBM round trip (only when the cache is 16-bit).
     partial_dtype = k.dtype if partial_bytes == 2 and k.dtype.itemsize == 2 else jnp.dtype(jnp.float32)
     tuning = dict(sm_scale=sm_scale, layer=layer, block_k=block_k, num_splits=num_splits, num_warps=num_warps,
