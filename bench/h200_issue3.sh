@@ -23,7 +23,7 @@
 #                                      # TOP=400 lists every kernel, HLO=1 keeps the optimized HLO
 #   bash bench/h200_issue3.sh verify-tuning  # no GGUF needed: verify(60) at 2K and 8K (or CONTEXTS) under each
 #                                            # tree-attention tuning of TUNINGS (JSPEC_TREE_TUNING values, ';'-separated)
-#   bash bench/h200_issue3.sh attention-bw  # no GGUF needed: the kernel's K/V read as a share of copy bandwidth for
+#   bash bench/h200_issue3.sh attention-bw  # no GGUF needed: the K/V read rate (per call, and the kernel alone) as a share of copy bandwidth for
 #                                           # T = TOKENS (default 60,32,16,1) at CONTEXTS (8K, 32K), BATCH rows
 #   bash bench/h200_issue3.sh prefill  # the prefill call of vanilla and token_recycling, in the bench's sequence and
 #                                      # alone (Token Recycling's measured 1.5-2.5 ms longer in session 12's benches)
@@ -97,7 +97,7 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|attention-bw
       --out "$out/verify_tuning" 2>&1 ;;
   attention-bw)
     timeout 500 python3 bench/tree_attention_speed.py --tokens "${TOKENS:-60,32,16,1}" --contexts "${CONTEXTS:-8192,32768}" \
-      --batch "${BATCH:-1}" --out "$out/attention_bw_b${BATCH:-1}" 2>&1 | tail -n 12 || echo "tree_attention_speed FAILED" ;;
+      --batch "${BATCH:-1}" --kernel-time --out "$out/attention_bw_b${BATCH:-1}" 2>&1 | tail -n 12 || echo "tree_attention_speed FAILED" ;;
   prefill)
     python3 bench/prefill_speed.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --out "$out/prefill" \
       2>&1 | grep -v Warning | tail -n 3 ;;

@@ -4,12 +4,15 @@
     python bench/tree_attention_speed.py --smoke --out /tmp/ta         # tiny shapes, kernel in interpret mode, CPU
 
 Cases: each T of `--tokens` (default 60, a verification tree, and 1, decode; random tree masks) at several context
-lengths and `--batch` rows (start = context; the cache holds `--capacity` slots, default context + 128). Timed: the kernel, the pure-JAX reference (XLA, dense over the
-whole cache), and `jspec.models.decoder.attend` with a precomputed dense [B, T, S] mask; on GPUs also the other
-layout of the Triton-lowered kernel and the Mosaic GPU kernel (gpu_mosaic.py), both checked against the reference. Each timing chains `--chain`
-calls (each call's output is the next call's query) in one jitted function so launch overhead is amortised; the
-median over `--repeats` runs is reported per call. Bandwidth = K/V bytes below `start` / time, also as a share of the
-device copy bandwidth measured in the same run. Prints a markdown table and writes tree_attention_speed.json under --out.
+lengths and `--batch` rows (start = context; the cache holds `--capacity` slots, default context + 128).
+
+Timed: the kernel, the pure-JAX reference (XLA, dense over the whole cache), and `jspec.models.decoder.attend` with a
+precomputed dense [B, T, S] mask; on GPUs also the other layout of the Triton-lowered kernel and the Mosaic GPU kernel
+(gpu_mosaic.py), both checked against the reference. Each timing chains `--chain` calls (each call's output is the
+next call's query) in one jitted function so launch overhead is amortised; the median over `--repeats` runs is
+reported per call, XLA ops around the kernel included. `--kernel-time` adds the Pallas kernel's own device time from
+a profile. Bandwidth = K/V bytes below `start` / time, also as a share of the device copy bandwidth measured in the
+same run. Prints a markdown table and writes tree_attention_speed.json under --out.
 """
 
 import argparse
@@ -18,6 +21,7 @@ import json
 import pathlib
 import statistics
 import sys
+import tempfile
 import time
 
 import jax
@@ -26,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
+from bench.trace_summary import summarize  # noqa: E402
 from jspec.models.cache import BlockMask  # noqa: E402
 from pallas_kernels.tree_attention.gpu import default_layout as tree_attention_gpu_layout  # noqa: E402
 from pallas_kernels.tree_attention.gpu import tree_attention_gpu  # noqa: E402
@@ -86,6 +91,21 @@ def make_case(rng: np.random.Generator, t: int, context: int, capacity: int, cfg
     return q, k, v, jnp.full((b,), context, jnp.int32), block
 
 
+def kernel_only_time(fn, args, chain: int) -> float:
+    """Device seconds per call of the Pallas kernel alone (the `tree_attention*` kernels in a profile of one chain),
+    without the XLA ops around it: the kernel's own K/V read rate."""
+    run = chained(fn, chain)
+    jax.block_until_ready(run(*args))
+    with tempfile.TemporaryDirectory() as trace_dir:
+        with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
+            jax.block_until_ready(run(*args))
+        kernels = summarize(trace_dir).kernels
+    us = sum(k.total_us for k in kernels if k.name.startswith("tree_attention"))
+    if not us:
+        raise RuntimeError(f"no tree_attention kernel in the profile (kernels: {[k.name for k in kernels[:8]]})")
+    return us / chain / 1e6
+
+
 def copy_bandwidth(repeats: int) -> float:
     """Device copy bandwidth in GB/s (bytes read + written), the ceiling the kernel's K/V read is compared with. A
     4 GiB pass: on the H200 a 1 GiB one reads 20-35% lower (3.7 against 2.4-3.1 TB/s)."""
@@ -95,7 +115,7 @@ def copy_bandwidth(repeats: int) -> float:
 
 
 def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, interpret: bool, sweep: bool,
-               rng, splits: tuple[int, ...] = ()) -> dict:
+               rng, splits: tuple[int, ...] = (), kernel_time: bool = False) -> dict:
     q, k, v, start, block = make_case(rng, t, context, capacity, cfg, jnp.bfloat16)
     dense = BlockMask(start, block).dense(capacity)
     fns = {
@@ -128,6 +148,9 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
         sec = time_per_call(fn, args, cfg["chain"], cfg["repeats"])
         row[f"{name}_us"] = sec * 1e6
         row[f"{name}_GBps"] = kv_bytes / sec / 1e9
+    if kernel_time:
+        sec = kernel_only_time(fns["kernel"], args, cfg["chain"])
+        row["kernel_only_us"], row["kernel_only_GBps"] = sec * 1e6, kv_bytes / sec / 1e9
     if sweep:
         row["sweep"] = sweep_gpu(args, cfg)
     if splits:
@@ -166,6 +189,7 @@ def sweep_gpu(args: tuple, cfg: dict) -> list[dict]:
 
 def markdown(rows: list[dict], copy_gbps: float | None) -> str:
     cols = ["T", "batch", "context", "capacity", "layout", "FLOP/byte", "kernel µs", "GB/s", "% of copy bw",
+            "kernel alone µs", "GB/s", "% of copy bw",
             "reference µs", "GB/s", "dense attend µs", "GB/s", "speedup vs ref", "other layout µs", "mosaic µs"]
     lines = ["| " + " | ".join(cols) + " |", "|" + " --- |" * len(cols)]
     for r in rows:
@@ -174,6 +198,9 @@ def markdown(rows: list[dict], copy_gbps: float | None) -> str:
             cells += [f"{r[f'{name}_us']:.1f}", f"{r[f'{name}_GBps']:.0f}"]
             if name == "kernel":
                 cells.append(f"{100 * r['kernel_GBps'] / copy_gbps:.0f}%" if copy_gbps else "")
+                alone = "kernel_only_us" in r
+                cells += [f"{r['kernel_only_us']:.1f}" if alone else "", f"{r['kernel_only_GBps']:.0f}" if alone else "",
+                          f"{100 * r['kernel_only_GBps'] / copy_gbps:.0f}%" if alone and copy_gbps else ""]
         cells.append(f"{r['reference_us'] / r['kernel_us']:.2f}x")
         cells.append(f"{r['kernel_other_layout_us']:.1f}" if "kernel_other_layout_us" in r else "")
         cells.append(f"{r['mosaic_us']:.1f}" if "mosaic_us" in r else "")
@@ -191,6 +218,8 @@ def main():
     ap.add_argument("--tokens", default="60,1", help="comma-separated query counts T (60: Token Recycling's tree, "
                     "16: a DFlash block, 1: decode)")
     ap.add_argument("--batch", type=int, default=1, help="batch rows, each holding `context` tokens")
+    ap.add_argument("--kernel-time", action="store_true", help="also profile each case for the kernel's own device "
+                    "time, without the XLA ops around it (GPU)")
     ap.add_argument("--sweep", action="store_true", help="also time the GPU kernel at T = 60 over the SWEEP grid")
     ap.add_argument("--splits", help="also time the GPU kernel at T = 60 with each of these comma-separated split "
                     "counts (the rest at its heuristic)")
@@ -204,7 +233,7 @@ def main():
     rng = np.random.default_rng(0)
     splits = tuple(int(n) for n in args.splits.split(",")) if args.splits and kernel == "gpu" else ()
     rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, args.sweep and t == 60 and not interpret,
-                       rng, splits if t == 60 else ())
+                       rng, splits if t == 60 else (), args.kernel_time and not interpret)
             for t in (int(n) for n in args.tokens.split(",")) for c in cfg["contexts"]]
     copy_gbps = None if interpret else copy_bandwidth(cfg["repeats"])
     table = markdown(rows, copy_gbps)
