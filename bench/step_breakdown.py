@@ -87,7 +87,8 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
     graphdef, params = model_bundle.graphdef, model_bundle.params
     sampling = Sampling()
     state = _prefill_jit(graphdef, params, jnp.asarray([prompt]), jnp.asarray([len(prompt)]), jax.random.key(0),
-                         method_params, method_state, method=method, sampling=sampling,
+                         method_params, jax.tree.map(jnp.copy, method_state),  # the prefill consumes its state
+                         method=method, sampling=sampling,
                          max_new_tokens=max_cache_len, eos_ids=(), max_cache_len=max_cache_len,
                          cache_dtype=jax.tree.leaves(params)[0].dtype)
     depth = method.max_depth + 1

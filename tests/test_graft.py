@@ -360,7 +360,8 @@ def first_step(m, method, mp, state, ids):
     """(tree, accepted tokens) of the first speculative step from context `ids`."""
     tokens, lens = pad_prompts([ids], CACHE, width=-(-len(ids) // 64) * 64)
     st = spec_decode._prefill_jit(m.graphdef, m.params, jnp.asarray(tokens), jnp.asarray(lens), jax.random.key(0),
-                                  mp, method.resume_state(mp, state, 1, CACHE), method=method, sampling=Sampling(),
+                                  mp, jax.tree.map(jnp.copy, method.resume_state(mp, state, 1, CACHE)),  # consumed
+                                  method=method, sampling=Sampling(),
                                   max_new_tokens=32, eos_ids=(), max_cache_len=CACHE, cache_dtype=jnp.float32)
     tree, nxt = _propose_and_step(m.graphdef, m.params, mp, st, method=method)
     return tree, int(nxt.accepted[0, 1])
