@@ -4,7 +4,9 @@
     python bench/plot_ablation.py OUT/ablation_tf_curriculum OUT/ablation_tf OUT/ablation_ttt --out ablation
 
 A folder's `domino` rows are labelled by the folder's variant (the name after `ablation_`); `domino_headless` rows
-(the TF + curriculum drafter with its head off) become "head off". Writes ablation.md and ablation.png.
+(the TF + curriculum drafter with its head off) become "head off"; `dflash` rows (a DFlash drafter trained on the same
+budget) are taken once, from the first folder that has them. Writes ablation.md and ablation.png. `--mat-only` drops
+the speedup columns, for benches that shared their GPU with a training run (bench/h200_domino_ablation.sh).
 """
 
 import argparse
@@ -22,8 +24,8 @@ LABELS = {"tf_curriculum": "TF + curriculum", "tf": "TF", "ttt": "TTT", "ttt_cur
 
 
 def ablation_rows(folders: list[pathlib.Path]) -> list[dict]:
-    """(variant, dataset, MAT, speedup) rows in the order: head off, then the folders' variants as given."""
-    rows = []
+    """(variant, dataset, MAT, speedup) rows in the order: DFlash, head off, then the folders' variants as given."""
+    rows, have_dflash = [], False
     for folder in folders:
         variant = folder.name.removeprefix("ablation_")
         records = [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line]
@@ -32,21 +34,29 @@ def ablation_rows(folders: list[pathlib.Path]) -> list[dict]:
                 rows.append({"variant": LABELS.get(variant, variant), **r})
             elif r["method"] == "domino_headless":
                 rows.append({"variant": "head off", **r})
-    order = {"head off": 0} | {LABELS.get(f.name.removeprefix("ablation_"), f.name): i + 1
-                                for i, f in enumerate(folders)}
+            elif r["method"] == "dflash" and not have_dflash:
+                rows.append({"variant": "DFlash", **r})
+        have_dflash = have_dflash or any(r["variant"] == "DFlash" for r in rows)
+    order = {"DFlash": -1, "head off": 0} | {LABELS.get(f.name.removeprefix("ablation_"), f.name): i + 1
+                                             for i, f in enumerate(folders)}
     return sorted(rows, key=lambda r: (order[r["variant"]], r["dataset"]))
 
 
-def write(rows: list[dict], out: pathlib.Path) -> None:
+def write(rows: list[dict], out: pathlib.Path, mat_only: bool = False) -> None:
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     datasets = sorted({r["dataset"] for r in rows})
     cell = {(r["variant"], r["dataset"]): r for r in rows}
-    lines = ["| variant | " + " | ".join(f"{d} MAT | {d} speedup" for d in datasets) + " | mean MAT |",
-             "|---|" + "---|---|" * len(datasets) + "---|"]
+
+    def columns(v: str, d: str) -> str:
+        mat = f"{cell[v, d]['mat']:.2f}"
+        return mat if mat_only else f"{mat} | {cell[v, d]['speedup']:.2f}x"
+
+    heads = [f"{d} MAT" if mat_only else f"{d} MAT | {d} speedup" for d in datasets]
+    lines = ["| variant | " + " | ".join(heads) + " | mean MAT |",
+             "|---|" + ("---|" if mat_only else "---|---|") * len(datasets) + "---|"]
     for v in variants:
         mats = [cell[v, d]["mat"] for d in datasets]
-        lines.append(f"| {v} | " + " | ".join(f"{cell[v, d]['mat']:.2f} | {cell[v, d]['speedup']:.2f}x"
-                                               for d in datasets) + f" | {sum(mats) / len(mats):.2f} |")
+        lines.append(f"| {v} | " + " | ".join(columns(v, d) for d in datasets) + f" | {sum(mats) / len(mats):.2f} |")
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
     fig, ax = plt.subplots(figsize=(7, 3.5))
     width = 0.8 / len(datasets)
@@ -68,11 +78,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("folders", nargs="+", type=pathlib.Path)
     ap.add_argument("--out", type=pathlib.Path, default=pathlib.Path("ablation"))
+    ap.add_argument("--mat-only", action="store_true", help="no speedup columns (the benches shared their GPU)")
     args = ap.parse_args()
     missing = [str(f) for f in args.folders if not (f / "results.jsonl").is_file()]
     if missing:
         raise SystemExit(f"plot_ablation: no results.jsonl in {', '.join(missing)}")
-    write(ablation_rows(args.folders), args.out)
+    write(ablation_rows(args.folders), args.out, args.mat_only)
 
 
 if __name__ == "__main__":
