@@ -18,6 +18,7 @@ from jspec.errors import UserError
 from jspec.models.cache import KVCache, causal_block_mask
 from jspec.models.decoder import Decoder
 from jspec.sampling import Sampling, select
+from jspec.static_jit import jit_hashing_once
 
 
 @jax.tree_util.register_dataclass
@@ -101,8 +102,8 @@ def decode_step(model: Decoder, state: DecodeState, sampling: Sampling, eos_ids:
                        step=state.step + 1, rng=state.rng)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "sampling", "max_new_tokens", "eos_ids", "max_cache_len",
-                                             "cache_dtype"))
+@jit_hashing_once(static_argnames=("graphdef", "sampling", "max_new_tokens", "eos_ids", "max_cache_len",
+                                  "cache_dtype"), hashed_argnames=("graphdef",))
 def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, *, sampling, max_new_tokens, eos_ids, max_cache_len,
                  cache_dtype):
     model = nnx.merge(graphdef, params)
@@ -116,7 +117,8 @@ def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, *, sampling, max_ne
                        done=done, step=jnp.zeros((), jnp.int32), rng=rng)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "sampling", "eos_ids"), donate_argnames=("state",))
+@jit_hashing_once(static_argnames=("graphdef", "sampling", "eos_ids"), hashed_argnames=("graphdef",),
+                  donate_argnames=("state",))
 def _decode_jit(graphdef, params, state: DecodeState, *, sampling, eos_ids):
     model = nnx.merge(graphdef, params)
     return jax.lax.while_loop(lambda s: ~jnp.all(s.done),

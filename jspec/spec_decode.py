@@ -21,6 +21,7 @@ from jspec.errors import UserError
 from jspec.methods.base import Context, Method
 from jspec.models.cache import KVCache
 from jspec.sampling import Sampling
+from jspec.static_jit import jit_hashing_once
 from jspec.verify import choose_and_accept, commit_kv, truncate_at_eos
 
 
@@ -102,8 +103,9 @@ def _concat(taps: tuple) -> Array | None:
 # method_state is donated: a persistent part (the adjacency matrix) then keeps one device buffer from prompt to
 # prompt, through prefill and the donated loop. A new buffer each prompt would make XLA re-record the prefill's CUDA
 # graph (2.7 ms per prompt measured on the H200 with Token Recycling).
-@functools.partial(jax.jit, static_argnames=("graphdef", "method", "sampling", "max_new_tokens", "eos_ids",
-                                             "max_cache_len", "cache_dtype"), donate_argnames=("method_state",))
+@jit_hashing_once(static_argnames=("graphdef", "method", "sampling", "max_new_tokens", "eos_ids", "max_cache_len",
+                                  "cache_dtype"), hashed_argnames=("graphdef", "method"),
+                  donate_argnames=("method_state",))
 def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, method_state, *, method, sampling,
                  max_new_tokens, eos_ids, max_cache_len, cache_dtype):
     model = nnx.merge(graphdef, params)
@@ -123,8 +125,8 @@ def _prefill_jit(graphdef, params, tokens, prompt_lens, rng, method_params, meth
                      step=jnp.zeros((), jnp.int32), rng=rng, method_state=method_state)
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "method", "sampling", "eos_ids", "max_new_tokens"),
-                   donate_argnames=("state",))
+@jit_hashing_once(static_argnames=("graphdef", "method", "sampling", "eos_ids", "max_new_tokens"),
+                  hashed_argnames=("graphdef", "method"), donate_argnames=("state",))
 def _loop_jit(graphdef, params, method_params, state: SpecState, *, method, sampling, eos_ids, max_new_tokens):
     model = nnx.merge(graphdef, params)
     return jax.lax.while_loop(
