@@ -4,10 +4,12 @@
 #
 #   STEPS=200 setsid nohup bash bench/h200_domino_ablation.sh > /root/ablation.log 2>&1 < /dev/null &
 #
-# Distilled data (issue4 sharegpt + distill, PROMPTS answers), then DFlash and the Domino variants of VARIANTS
-# (default tf_curriculum,tf,ttt), each STEPS steps on the same data. As soon as a Domino variant is trained, its
-# `issue5 ablation` bench (GSM8K + HumanEval: vanilla, domino, dflash; the TF + curriculum run also with its head
-# off) runs beside the next training, without preallocating GPU memory. Sharing the GPU makes its timings
+# Distilled data (issue4 sharegpt + distill, PROMPTS answers), then DFlash (unless DFLASH=0) and the Domino variants
+# of VARIANTS (default tf_curriculum,tf,ttt), each STEPS steps on the same data. Distillation is greedy and training
+# seeded, so a later run of one variant (VARIANTS=ttt DFLASH=0) repeats an earlier run's recipe (GPU autotuning may
+# still change a few distilled tokens). As soon as a Domino variant is trained, its `issue5 ablation` bench (GSM8K +
+# HumanEval: vanilla, domino, dflash when trained; the TF + curriculum run also with its head off) runs beside the
+# next training, without preallocating GPU memory. Sharing the GPU makes its timings
 # meaningless, so only MAT is read from these benches. The table and plot: $RESULTS/issue5/ablation.{md,png};
 # `touch $RESULTS/done` marks the end.
 set -uo pipefail
@@ -19,7 +21,9 @@ mkdir -p "$results"
 rm -f "$results/done"
 train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
 
-bash bench/h200_gpu.sh 0 "issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill; $train issue5 dflash"
+first="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
+[ "${DFLASH:-1}" = 0 ] || first+="; $train issue5 dflash"
+bash bench/h200_gpu.sh 0 "$first"
 bench_pid=""
 for v in ${variants//,/ }; do
   bash bench/h200_gpu.sh 0 "$train issue5 domino $v"

@@ -97,7 +97,8 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|attention-bw
       --out "$out/verify_tuning" 2>&1 ;;
   attention-bw)
     timeout 500 python3 bench/tree_attention_speed.py --tokens "${TOKENS:-60,32,16,1}" --contexts "${CONTEXTS:-8192,32768}" \
-      --batch "${BATCH:-1}" --kernel-time --out "$out/attention_bw_b${BATCH:-1}" 2>&1 | tail -n 12 || echo "tree_attention_speed FAILED" ;;
+      --batch "${BATCH:-1}" --kernel-time --out "$out/attention_bw_b${BATCH:-1}" 2>&1 \
+      | tee "$out/attention_bw_b${BATCH:-1}.log" | tail -n 12 || echo "tree_attention_speed FAILED" ;;  # log: progress
   prefill)
     python3 bench/prefill_speed.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --out "$out/prefill" \
       2>&1 | grep -v Warning | tail -n 3 ;;

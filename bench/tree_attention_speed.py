@@ -232,9 +232,16 @@ def main():
     interpret = args.smoke or jax.default_backend() != kernel
     rng = np.random.default_rng(0)
     splits = tuple(int(n) for n in args.splits.split(",")) if args.splits and kernel == "gpu" else ()
-    rows = [bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret, args.sweep and t == 60 and not interpret,
-                       rng, splits if t == 60 else (), args.kernel_time and not interpret)
-            for t in (int(n) for n in args.tokens.split(",")) for c in cfg["contexts"]]
+    rows = []
+    for t in (int(n) for n in args.tokens.split(",")):
+        for c in cfg["contexts"]:
+            started = time.perf_counter()
+            rows.append(bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret,
+                                   args.sweep and t == 60 and not interpret, rng, splits if t == 60 else (),
+                                   args.kernel_time and not interpret))
+            alone = f", alone {rows[-1]['kernel_only_us']:.1f}" if "kernel_only_us" in rows[-1] else ""
+            print(f"T={t} context={c}: kernel {rows[-1]['kernel_us']:.1f} µs{alone} "
+                  f"({time.perf_counter() - started:.0f} s)", flush=True)
     copy_gbps = None if interpret else copy_bandwidth(cfg["repeats"])
     table = markdown(rows, copy_gbps)
     print(table)
