@@ -17,8 +17,13 @@ cd "$(dirname "$0")/.."
 export PYTHONPATH=/tmp/site:$PWD
 results=${RESULTS:-/root/results}
 variants=${VARIANTS:-tf_curriculum,tf,ttt}
+work=${WORK:-/root/work}
 mkdir -p "$results"
 rm -f "$results/done"
+# A device machine can keep an earlier session's files, and training resumes from checkpoints it finds: start clean.
+stale=("$work/distill" "$work/dflash")
+for v in ${variants//,/ }; do stale+=("$work/domino_$v" "$results/issue5/ablation_$v"); done
+rm -rf "${stale[@]}"
 train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
 
 first="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
