@@ -24,7 +24,8 @@
 #   bash bench/h200_issue3.sh verify-tuning  # no GGUF needed: verify(60) at 2K and 8K (or CONTEXTS) under each
 #                                            # tree-attention tuning of TUNINGS (JSPEC_TREE_TUNING values, ';'-separated)
 #   bash bench/h200_issue3.sh attention-bw  # no GGUF needed: the K/V read rate (per call, and the kernel alone) as a share of copy bandwidth for
-#                                           # T = TOKENS (default 60,32,16,1) at CONTEXTS (8K, 32K), BATCH rows
+#                                           # T = TOKENS (default 60,32,16,1) at CONTEXTS (8K, 32K), BATCH rows; SKIP
+#                                           # (default dense_attend,mosaic; SKIP= keeps all) leaves timings out
 #   bash bench/h200_issue3.sh prefill  # the prefill call of vanilla and token_recycling, in the bench's sequence and
 #                                      # alone (Token Recycling's measured 1.5-2.5 ms longer in session 12's benches)
 #   bash bench/h200_issue3.sh splits   # no GGUF needed: T = 60 tree attention by split count over the bench loop's
@@ -33,7 +34,8 @@
 #                                       # prompts (carry .stage/datasets_sg), and the 60-slot subtree that chooses
 #   bash bench/h200_issue3.sh tr-tuned  # vanilla, token_recycling, and token_recycling_tuned on TR_TREE (default:
 #                                       # tr-stats' subtree, else configs/trees' 64-slot tree); METHODS and
-#                                       # NAME (the output folder, default bench_tr_tuned) override
+#                                       # NAME (the output folder, default bench_tr_tuned), TASKS and LIMIT
+#                                       # (default humaneval,gsm8k,mtbench and 20 prompts each) override
 #   bash bench/h200_issue3.sh tr-deep   # node counts of the 109-slot tr-deep tree over LIMIT (default 50) prompts of
 #                                       # STATS_DATASET (default sharegpt) and the trees of BUDGETS (default 60,64,81)
 #   bash bench/h200_issue3.sh loop-profile  # kernels per step of the bench's own decode loop (vanilla and TR on
@@ -97,8 +99,8 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|attention-bw
       --out "$out/verify_tuning" 2>&1 ;;
   attention-bw)
     timeout 500 python3 bench/tree_attention_speed.py --tokens "${TOKENS:-60,32,16,1}" --contexts "${CONTEXTS:-8192,32768}" \
-      --batch "${BATCH:-1}" --kernel-time --out "$out/attention_bw_b${BATCH:-1}" 2>&1 \
-      | tee "$out/attention_bw_b${BATCH:-1}.log" | tail -n 12 || echo "tree_attention_speed FAILED" ;;  # log: progress
+      --batch "${BATCH:-1}" --kernel-time --skip "${SKIP-dense_attend,mosaic}" --out "$out/attention_bw_b${BATCH:-1}" \
+      2>&1 | tee "$out/attention_bw_b${BATCH:-1}.log" | tail -n 12 || echo "tree_attention_speed FAILED" ;;  # log: progress
   prefill)
     python3 bench/prefill_speed.py --model qwen2.5-coder-1.5b --methods vanilla,token_recycling --out "$out/prefill" \
       2>&1 | grep -v Warning | tail -n 3 ;;
@@ -145,7 +147,7 @@ case "${1:?setup|bench|tr|tr-warm|tune|step-attention|verify-tuning|attention-bw
     name=${NAME:-bench_tr_tuned}
     python3 -m jspec.cli bench --model qwen2.5-coder-1.5b \
       --methods "${METHODS:-vanilla,token_recycling,token_recycling_tuned}" \
-      --tr-tree "$tree" --dataset humaneval,gsm8k,mtbench --limit 20 --max-new-tokens 256 \
+      --tr-tree "$tree" --dataset "${TASKS:-humaneval,gsm8k,mtbench}" --limit "${LIMIT:-20}" --max-new-tokens 256 \
       --dtype bfloat16 --out "$out/$name" > "$out/$name.log" 2>&1 \
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;

@@ -115,7 +115,7 @@ def copy_bandwidth(repeats: int) -> float:
 
 
 def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, interpret: bool, sweep: bool,
-               rng, splits: tuple[int, ...] = (), kernel_time: bool = False) -> dict:
+               rng, splits: tuple[int, ...] = (), kernel_time: bool = False, skip: tuple[str, ...] = ()) -> dict:
     q, k, v, start, block = make_case(rng, t, context, capacity, cfg, jnp.bfloat16)
     dense = BlockMask(start, block).dense(capacity)
     fns = {
@@ -129,6 +129,7 @@ def bench_case(t: int, context: int, capacity: int, cfg: dict, kernel: str, inte
                                                                                  interpret=interpret)
         if mosaic_unsupported(q, k) is None and not interpret:
             fns["mosaic"] = lambda q, k, v, s, b, m: tree_attention_mosaic(q, k, v, s, b)
+    fns = {name: fn for name, fn in fns.items() if name not in skip}
     args = (q, k, v, start, block, dense)
     ref = np.asarray(jax.jit(fns["reference"])(*args), np.float32)
     errs = {}
@@ -195,7 +196,8 @@ def markdown(rows: list[dict], copy_gbps: float | None) -> str:
     for r in rows:
         cells = [r["T"], r["batch"], r["context"], r["capacity"], r["layout"] or "", f"{r['flop_per_byte']:.0f}"]
         for name in ("kernel", "reference", "dense_attend"):
-            cells += [f"{r[f'{name}_us']:.1f}", f"{r[f'{name}_GBps']:.0f}"]
+            timed = f"{name}_us" in r
+            cells += [f"{r[f'{name}_us']:.1f}" if timed else "", f"{r[f'{name}_GBps']:.0f}" if timed else ""]
             if name == "kernel":
                 cells.append(f"{100 * r['kernel_GBps'] / copy_gbps:.0f}%" if copy_gbps else "")
                 alone = "kernel_only_us" in r
@@ -220,10 +222,15 @@ def main():
     ap.add_argument("--batch", type=int, default=1, help="batch rows, each holding `context` tokens")
     ap.add_argument("--kernel-time", action="store_true", help="also profile each case for the kernel's own device "
                     "time, without the XLA ops around it (GPU)")
+    ap.add_argument("--skip", default="", help="comma-separated timings to leave out (dense_attend, "
+                    "kernel_other_layout, mosaic), each of which costs its compile time")
     ap.add_argument("--sweep", action="store_true", help="also time the GPU kernel at T = 60 over the SWEEP grid")
     ap.add_argument("--splits", help="also time the GPU kernel at T = 60 with each of these comma-separated split "
                     "counts (the rest at its heuristic)")
     args = ap.parse_args()
+    unknown = set(filter(None, args.skip.split(","))) - {"dense_attend", "kernel_other_layout", "mosaic"}
+    if unknown:
+        ap.error(f"--skip: unknown timings {sorted(unknown)} (choose from dense_attend, kernel_other_layout, mosaic)")
     cfg = dict(SMOKE if args.smoke else FULL)
     if args.contexts:
         cfg["contexts"] = tuple(int(c) for c in args.contexts.split(","))
@@ -238,7 +245,8 @@ def main():
             started = time.perf_counter()
             rows.append(bench_case(t, c, args.capacity or c + 128, cfg, kernel, interpret,
                                    args.sweep and t == 60 and not interpret, rng, splits if t == 60 else (),
-                                   args.kernel_time and not interpret))
+                                   args.kernel_time and not interpret,
+                                   tuple(n for n in args.skip.split(",") if n)))
             alone = f", alone {rows[-1]['kernel_only_us']:.1f}" if "kernel_only_us" in rows[-1] else ""
             print(f"T={t} context={c}: kernel {rows[-1]['kernel_us']:.1f} µs{alone} "
                   f"({time.perf_counter() - started:.0f} s)", flush=True)
