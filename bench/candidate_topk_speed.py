@@ -5,7 +5,7 @@
 
 Outside the persistent block kernel this selection is the largest part of the head's cost in the decode loop (two
 XLA sorts, about 46 µs of 162, docs/results/2026-11-30-session10-h200.md). Exact methods: `lax.top_k` over the whole
-row and `chunked_top_k` (the shipped one) at several chunk sizes. Approximate ones, which would change which tokens
+row and `chunked_top_k` (the shipped one; chunks of 64 by default) at several chunk sizes. Approximate ones, which would change which tokens
 are drafted but never the output (verification decides): the argmax of each of the k chunks with the highest maxima,
 the top k/4 of each of 4 interleaved vocabulary partitions, and `lax.approx_max_k`. Each is reported with its recall
 of the exact top-k on the same logits (random here: a real model's logits are more peaked, so real recall differs).
@@ -49,8 +49,8 @@ def interleaved(x, k: int, parts: int = 4):
 def methods(k: int) -> dict:
     return {
         "lax.top_k": lambda x: jax.lax.top_k(x, k),
-        "chunked_top_k (chunk 64)": lambda x: chunked_top_k(x, k, chunk=64),
-        "chunked_top_k (chunk 128, shipped)": lambda x: chunked_top_k(x, k, chunk=128),
+        "chunked_top_k (chunk 64, default)": lambda x: chunked_top_k(x, k, chunk=64),
+        "chunked_top_k (chunk 128)": lambda x: chunked_top_k(x, k, chunk=128),
         "chunked_top_k (chunk 256)": lambda x: chunked_top_k(x, k, chunk=256),
         "approx: chunk argmax": lambda x: chunk_argmax(x, k),
         "approx: 4 x top-k/4": lambda x: interleaved(x, k),
