@@ -8,7 +8,8 @@
 #                                            # curriculum; ttt: without it, as in the paper's ablation)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
-#                                            # BENCH_NAME, the output folder, override)
+#                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
+#                                            # head's candidates, default 64)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
@@ -18,7 +19,8 @@
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
 #   bash bench/h200_issue5.sh profile        # no GGUF or training needed (random weights): step, propose and verify
 #                                            # of dflash / domino / domino_topk / domino_block / domino_headless,
-#                                            # with kernel tables
+#                                            # with kernel tables (CANDIDATES as for bench; PROFILE_NAME: the
+#                                            # output folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
@@ -72,7 +74,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
     [ "$temp" = 0 ] || methods=vanilla,dflash,domino,graft_tail
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
       --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
-      --dataset "$tasks" $bench_size --out "$out/$name" > "$out/$name.log" 2>&1 \
+      --candidates "${CANDIDATES:-64}" --dataset "$tasks" $bench_size --out "$out/$name" > "$out/$name.log" 2>&1 \
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;
   ablation)
@@ -102,6 +104,6 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
   profile)
     timeout 540 python3 bench/step_breakdown.py --model "$model" --weights random --dtype "$dtype" \
       --methods "${METHODS:-dflash,domino,domino_topk,domino_block,domino_headless}" --dflash-drafter random \
-      --domino-drafter random --contexts 300 --parts decode,step,propose,verify --profile --reps 5 \
-      --out "$out/profile" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
+      --domino-drafter random --candidates "${CANDIDATES:-64}" --contexts 300 --parts decode,step,propose,verify --profile --reps 5 \
+      --out "$out/${PROFILE_NAME:-profile}" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
 esac

@@ -10,12 +10,16 @@ from jspec.methods import EAGLE3_METHODS, Method, build, dflash_method
 from jspec.models.loading import LoadedModel
 
 BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail")  # bench labels
-DOMINO_TOPK = {"candidates": 64, "gru_table": True}  # as `jspec bench`'s domino_topk at its default --candidates
-LABEL_OPTIONS = {"domino_topk": DOMINO_TOPK, "domino_block": {**DOMINO_TOPK, "head_kernel": "block"}}
+
+
+def label_options(label: str, candidates: int) -> dict:
+    """The method options of a bench label, as `jspec bench` sets them (candidates: its --candidates)."""
+    topk = {"candidates": candidates, "gru_table": True}
+    return {"domino_topk": topk, "domino_block": {**topk, "head_kernel": "block"}}.get(label, {})
 
 
 def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
-    """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --method-state."""
+    """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --candidates, --method-state."""
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--methods", default=methods,
                     help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_block, "
@@ -28,6 +32,8 @@ def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
     ap.add_argument("--domino-drafter", help="Domino checkpoint of domino, domino_topk, domino_block and "
                     "domino_headless (and of "
                     "graft_tail without --dflash-drafter), or `random`")
+    ap.add_argument("--candidates", type=int, default=64, metavar="K",
+                    help="correction candidates of domino_topk and domino_block (as `jspec bench --candidates`)")
     ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                     help="start METHOD from a saved state (e.g. graft=calibrated.npz from `jspec calibrate`)")
 
@@ -56,7 +62,7 @@ def _block_method(label: str, args: argparse.Namespace, model: LoadedModel) -> t
     domino = label != "dflash" and not (label == "graft_tail" and args.dflash_drafter)
     drafter = (random_block_drafter(model, domino) if spec == "random" else
                load_dflash_checkpoint(spec, model.cfg, model.dtype))
-    return dflash_method(method_of(label), model, drafter, **LABEL_OPTIONS.get(label, {}))
+    return dflash_method(method_of(label), model, drafter, **label_options(label, args.candidates))
 
 
 def built_methods(args: argparse.Namespace, model: LoadedModel) -> Iterator[tuple[str, Method, Any, Any]]:

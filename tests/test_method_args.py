@@ -53,6 +53,9 @@ def test_block_labels_with_random_drafters(target):
     assert type(headless) is DFlash and "head" not in headless_params["drafter"]  # the Domino backbone alone
     tail, _ = built["graft_tail"]
     assert isinstance(tail, GraftTail) and not tail.head  # --dflash-drafter wins for graft_tail
+    args = parse("--methods", "domino_block", "--domino-drafter", "random", "--candidates", "16")
+    (_, block, _, _), = built_methods(args, target)
+    assert block.candidates == 16 and block.head_kernel == "block"
 
 
 def test_missing_drafter_names_the_flag(target):
