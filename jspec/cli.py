@@ -57,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--gru-table", action="store_true",
                      help="domino / graft_tail with a Domino drafter: gather the GRU input gates from a precomputed "
                      "[vocab, 3 x GRU width] table instead of a GEMV per draft")
+    gen.add_argument("--full-block", action="store_true",
+                     help="dflash / domino / graft_tail with a shift_label (Domino) checkpoint: also draft the "
+                     "block's last row, for the official B + 1 verify chain (default: B, the paper's 16-token budget)")
     gen.add_argument("--draft-confidence", type=float, default=None, metavar="P",
                      help="draft_model: stop the chain after a draft the drafter gives probability < P "
                      "(default: always draft gamma = 4)")
@@ -95,9 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--fixed-split", type=_positive_int("--fixed-split"), default=40, metavar="K",
                        help="draft nodes of the graft_fixed method (graft without adaptive pruning: K draft nodes "
                        "every step, the rest retrieved)")
-    bench.add_argument("--candidates", type=_positive_int("--candidates"), default=64, metavar="K",
-                       help="correction candidates of the domino_topk method (domino correcting only the K highest "
-                       "base logits of each draft row, GRU inputs gathered from a precomputed table)")
+    bench.add_argument("--candidates", type=_positive_int("--candidates"), default=32, metavar="K",
+                       help="correction candidates of domino_topk and domino_block (domino correcting only the K "
+                       "highest base logits of each draft row, GRU inputs gathered from a precomputed table)")
+    bench.add_argument("--full-block", action="store_true",
+                       help="block drafters with a shift_label (Domino) checkpoint: also draft the block's last row "
+                       "(the official B + 1 verify chain; default: B)")
     bench.add_argument("--draft-confidence", type=float, default=0.5, metavar="P",
                        help="draft_model_adaptive: stop the chain after a draft the drafter gives probability < P")
     bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
@@ -270,6 +276,10 @@ def run_generate(args) -> None:
         options |= _tr_tree_option(args.tr_tree)
     if args.gru_table and args.method not in ("domino", "graft_tail"):
         raise UserError("--gru-table applies to --method domino and graft_tail only")
+    if args.full_block:
+        if args.method not in ("dflash", "domino", "graft_tail"):
+            raise UserError("--full-block applies to --method dflash, domino and graft_tail only")
+        options["full_block"] = True
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -366,7 +376,8 @@ def run_bench(args) -> None:
     cfg = BenchConfig(methods=methods, datasets=datasets, limit=args.limit, max_new_tokens=args.max_new_tokens,
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
-                      candidates=args.candidates, draft_confidence=args.draft_confidence,
+                      candidates=args.candidates, full_block=args.full_block,
+                      draft_confidence=args.draft_confidence,
                       draft_top_k=args.draft_top_k,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
                       dflash_drafter=args.dflash_drafter, domino_drafter=args.domino_drafter,

@@ -276,11 +276,11 @@ class OracleDFlash(DFlash):
 KW = dict(max_new_tokens=40, max_cache_len=96)
 
 
-@pytest.mark.parametrize("name", ["dflash", "domino"])
-def test_random_drafter_greedy_equals_vanilla(tiny_target, name):
+@pytest.mark.parametrize("name,full_block", [("dflash", False), ("domino", False), ("domino", True)])
+def test_random_drafter_greedy_equals_vanilla(tiny_target, name, full_block):
     m = tiny_target
-    method, params = dflash_method(name, m, random_drafter(name))
-    assert method.tree_size == (CFG.block_size + (name == "domino"))  # Domino's shift_label drafts all B rows
+    method, params = dflash_method(name, m, random_drafter(name), full_block=full_block)
+    assert method.tree_size == CFG.block_size + full_block  # full_block: Domino's shift_label drafts all B rows
     vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
     res = speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_params=params, **KW)
     assert res.tokens == vanilla
@@ -392,7 +392,7 @@ def test_build_loads_checkpoints_and_refuses_mismatches(tiny_target, weights, tm
     domino = random_drafter("domino")
     save_dflash_checkpoint(domino, tmp_path / "domino", TARGET.num_layers)
     method, _ = build("dflash", tiny_target, str(tmp_path / "domino"))  # the backbone alone
-    assert method.name == "dflash" and method.shift_label and method.tree_size == CFG.block_size + 1
+    assert method.name == "dflash" and method.shift_label and method.tree_size == CFG.block_size
 
 
 @pytest.mark.real_model

@@ -44,18 +44,20 @@ def test_block_labels_with_random_drafters(target):
     dflash, _ = built["dflash"]
     assert type(dflash) is DFlash and len(dflash.taps) == 5  # the recipe's 5 layers, one tap each
     topk, topk_params = built["domino_topk"]
-    assert isinstance(topk, Domino) and topk.candidates == 64 and "gru_table" in topk_params
+    assert isinstance(topk, Domino) and topk.candidates == 32 and "gru_table" in topk_params
     assert "head" in topk_params["drafter"] and topk.head_kernel is None
     block, block_params = built["domino_block"]
-    assert isinstance(block, Domino) and block.head_kernel == "block" and block.candidates == 64
+    assert isinstance(block, Domino) and block.head_kernel == "block" and block.candidates == 32
     assert "gru_table" in block_params
     headless, headless_params = built["domino_headless"]
     assert type(headless) is DFlash and "head" not in headless_params["drafter"]  # the Domino backbone alone
     tail, _ = built["graft_tail"]
     assert isinstance(tail, GraftTail) and not tail.head  # --dflash-drafter wins for graft_tail
-    args = parse("--methods", "domino_block", "--domino-drafter", "random", "--candidates", "16")
+    assert block.tree_size == headless.tree_size == dflash.tree_size  # the B-long chain by default
+    args = parse("--methods", "domino_block", "--domino-drafter", "random", "--candidates", "16", "--full-block")
     (_, block, _, _), = built_methods(args, target)
-    assert block.candidates == 16 and block.head_kernel == "block"
+    assert block.candidates == 16 and block.head_kernel == "block" and block.full_block
+    assert block.tree_size == dflash.tree_size + 1  # the official B + 1 chain
 
 
 def test_missing_drafter_names_the_flag(target):

@@ -32,7 +32,8 @@ class BenchConfig:
     drafter: str | None = None  # draft_model's drafter
     eagle3_drafter: str | None = None  # the EAGLE-3 checkpoint directory of eagle3, eagle3_pruned and graft
     fixed_split: int = 40  # draft nodes kept every step by `graft_fixed` (graft without adaptive pruning)
-    candidates: int = 64  # `domino_topk`: domino correcting each row's top-k base logits, GRU inputs from the table
+    candidates: int = 32  # `domino_topk`: domino correcting each row's top-k base logits, GRU inputs from the table
+    full_block: bool = False  # block drafters with a shift_label checkpoint draft its last row too (a B + 1 chain)
     draft_confidence: float = 0.5  # `draft_model_adaptive`: the chain stops after a draft below this probability
     draft_top_k: int = 3  # `draft_model_tree`: children per node of draft_model's dynamic tree
     method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
@@ -56,6 +57,9 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
     options["domino_topk"] = {"candidates": cfg.candidates, "gru_table": True}  # Domino's fast head
     options["domino_block"] = {**options["domino_topk"], "head_kernel": "block"}  # ... as one GPU kernel per block
+    if cfg.full_block:
+        for name in set(methods) & {"dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail"}:
+            options[name] = {**options[name], "full_block": True}
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
     options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
     options["token_recycling_full"] = {"budget": TR_SIZE}  # the paper's whole 2.2.2 template

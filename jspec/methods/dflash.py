@@ -1,9 +1,12 @@
 """`dflash` and `domino`: a block drafter proposes one chain per step, verified by the shared acceptance rule.
 
 Each step the drafter runs the block `[root, MASK × (B − 1)]` at the root's position against its cache of committed
-context (projected target features, one slot per committed position) and drafts `num_drafts` tokens: B − 1 for plain
-DFlash, B for `shift_label` checkpoints (Domino's released ones: the verify chain is then B + 1 long, as in the
-official `spec_generate`). `domino` corrects the drafts sequentially with its GRU head.
+context (projected target features, one slot per committed position) and drafts `num_drafts` = B − 1 tokens, so the
+verify chain is B long (the paper's 16-token budget). `shift_label` checkpoints (Domino's released ones) predict one
+more token, from the block's last row; `full_block=True` drafts it too, for the B + 1 chain of the official
+`spec_generate`. That row is off by default: on an H200 the 17-row verify costs 74 µs more than the 16-row one (a GEMM
+shape step), about 3% of a step, and in 8,779 bench steps of an 800-step Domino drafter no acceptance went past 13
+tokens (docs/results/2026-12-02-session16-h200.md). `domino` corrects the drafts sequentially with its GRU head.
 
 Context bookkeeping (like eagle3's pending pairs): the root has no target feature until it is verified, so after a
 verification the accepted path's features (root first) are pending in the method state; the next propose writes them
@@ -44,10 +47,11 @@ class DFlash(Method):
     shift_label: bool = False
     mask_token_id: int = 0
     draft_temperature: float = 0.0
+    full_block: bool = False  # shift_label checkpoints: also draft the block's last row (a B + 1 verify chain)
 
     @property
     def num_drafts(self) -> int:
-        return self.block_size if self.shift_label else self.block_size - 1
+        return self.block_size if self.shift_label and self.full_block else self.block_size - 1
 
     @property
     def tree_size(self) -> int:
