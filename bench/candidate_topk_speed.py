@@ -5,10 +5,11 @@
 
 Outside the persistent block kernel this selection is the largest part of the head's cost in the decode loop (two
 XLA sorts, about 46 µs of 162, docs/results/2026-11-30-session10-h200.md). Exact methods: `lax.top_k` over the whole
-row and `chunked_top_k` (the shipped one; chunks of 64 by default) at several chunk sizes. Approximate ones, which would change which tokens
-are drafted but never the output (verification decides): the argmax of each of the k chunks with the highest maxima,
-the top k/4 of each of 4 interleaved vocabulary partitions, and `lax.approx_max_k`. Each is reported with its recall
-of the exact top-k on the same logits (random here: a real model's logits are more peaked, so real recall differs).
+row and `chunked_top_k` (the shipped one; chunks of 64 by default) at several chunk sizes. Approximate ones, which
+change which tokens are drafted but never the output (verification decides): `chunk_max_top_k` (the best entry of
+each of the k chunks with the highest maxima; `--candidate-chunk`), the top k/4 of each of 4 interleaved vocabulary
+partitions, and `lax.approx_max_k`. Each is reported with its recall of the exact top-k on the same logits (random
+here: a real model's logits are more peaked, so real recall differs).
 Prints a markdown table and writes candidate_topk_speed.json under --out.
 """
 
@@ -24,17 +25,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from bench.domino_head_speed import per_call  # noqa: E402
-from pallas_kernels.domino_step.reference import chunked_top_k  # noqa: E402
-
-
-def chunk_argmax(x, k: int, chunk: int = 128):
-    """Approximate: the argmax of each of the k chunks with the highest maxima (misses a chunk's second-best)."""
-    *lead, v = x.shape
-    blocks = x.reshape(*lead, v // chunk, chunk)
-    maxima = jnp.max(blocks, axis=-1)
-    values, best = jax.lax.top_k(maxima, k)
-    inner = jnp.argmax(jnp.take_along_axis(blocks, best[..., None], axis=-2), axis=-1)
-    return values, best * chunk + inner
+from pallas_kernels.domino_step.reference import chunk_max_top_k, chunked_top_k  # noqa: E402
 
 
 def interleaved(x, k: int, parts: int = 4):
@@ -52,7 +43,8 @@ def methods(k: int) -> dict:
         "chunked_top_k (chunk 64, default)": lambda x: chunked_top_k(x, k, chunk=64),
         "chunked_top_k (chunk 128)": lambda x: chunked_top_k(x, k, chunk=128),
         "chunked_top_k (chunk 256)": lambda x: chunked_top_k(x, k, chunk=256),
-        "approx: chunk argmax": lambda x: chunk_argmax(x, k),
+        "approx: chunk_max_top_k (chunk 64)": lambda x: chunk_max_top_k(x, k, 64),
+        "approx: chunk_max_top_k (chunk 128)": lambda x: chunk_max_top_k(x, k, 128),
         "approx: 4 x top-k/4": lambda x: interleaved(x, k),
         "approx: lax.approx_max_k": lambda x: jax.lax.approx_max_k(x, k, recall_target=0.95),
     }

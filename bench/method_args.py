@@ -12,16 +12,17 @@ from jspec.models.loading import LoadedModel
 BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail")  # bench labels
 
 
-def label_options(label: str, candidates: int, full_block: bool = False) -> dict:
-    """The method options of a bench label, as `jspec bench` sets them (its --candidates and --full-block)."""
-    topk = {"candidates": candidates, "gru_table": True}
+def label_options(label: str, candidates: int, full_block: bool = False, chunk: int = 0) -> dict:
+    """The method options of a bench label, as `jspec bench` sets them (its --candidates, --full-block and
+    --candidate-chunk)."""
+    topk = {"candidates": candidates, "gru_table": True, **({"candidate_chunk": chunk} if chunk else {})}
     options = {"domino_topk": topk, "domino_block": {**topk, "head_kernel": "block"}}.get(label, {})
     return {**options, "full_block": True} if full_block else options
 
 
 def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
-    """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --candidates, --full-block,
-    --method-state."""
+    """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --candidates, --candidate-chunk,
+    --full-block, --method-state."""
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--methods", default=methods,
                     help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_block, "
@@ -36,6 +37,8 @@ def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
                     "graft_tail without --dflash-drafter), or `random`")
     ap.add_argument("--candidates", type=int, default=32, metavar="K",
                     help="correction candidates of domino_topk and domino_block (as `jspec bench --candidates`)")
+    ap.add_argument("--candidate-chunk", type=int, default=0, metavar="C",
+                    help="approximate candidates of domino_topk and domino_block (`jspec bench --candidate-chunk`)")
     ap.add_argument("--full-block", action="store_true",
                     help="block drafters with a shift_label checkpoint also draft its last row (`jspec bench "
                     "--full-block`)")
@@ -67,7 +70,7 @@ def _block_method(label: str, args: argparse.Namespace, model: LoadedModel) -> t
     domino = label != "dflash" and not (label == "graft_tail" and args.dflash_drafter)
     drafter = (random_block_drafter(model, domino) if spec == "random" else
                load_dflash_checkpoint(spec, model.cfg, model.dtype))
-    return dflash_method(method_of(label), model, drafter, **label_options(label, args.candidates, args.full_block))
+    return dflash_method(method_of(label), model, drafter, **label_options(label, args.candidates, args.full_block, args.candidate_chunk))
 
 
 def built_methods(args: argparse.Namespace, model: LoadedModel) -> Iterator[tuple[str, Method, Any, Any]]:

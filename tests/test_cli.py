@@ -338,6 +338,8 @@ def test_bench_bad_method_options(args, keywords, tmp_path):
                      id="draft-confidence-negative"),
         pytest.param(["--method", "pld", "--gru-table"], ["--gru-table", "domino"], id="gru-table-without-domino"),
         pytest.param(["--method", "pld", "--full-block"], ["--full-block", "domino"], id="full-block-without-block-drafter"),
+        pytest.param(["--method", "domino", "--candidate-chunk", "128"], ["--candidate-chunk", "--candidates"],
+                     id="candidate-chunk-without-candidates"),
         pytest.param(["--method", "draft_model", "--draft-top-k", "2", "--draft-confidence", "0.5"],
                      ["applies to the chain"], id="draft-tree-with-confidence"),
         pytest.param(["--method", "pld", "--tr-tree", "t.txt"], ["--tr-tree", "token_recycling"],

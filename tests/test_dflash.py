@@ -286,10 +286,11 @@ def test_random_drafter_greedy_equals_vanilla(tiny_target, name, full_block):
     assert res.tokens == vanilla
 
 
-def test_candidate_restricted_domino_greedy_equals_vanilla(tiny_target):
+@pytest.mark.parametrize("chunk", [0, 8])  # 8: approximate candidates, the best of each of the 3 best chunks of 8
+def test_candidate_restricted_domino_greedy_equals_vanilla(tiny_target, chunk):
     m = tiny_target
-    method, params = dflash_method("domino", m, random_drafter("domino"), candidates=3)
-    assert method.candidates == 3
+    method, params = dflash_method("domino", m, random_drafter("domino"), candidates=3, candidate_chunk=chunk)
+    assert method.candidates == 3 and method.candidate_chunk == chunk
     vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
     assert speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_params=params,
                                 **KW).tokens == vanilla

@@ -16,8 +16,8 @@ from pallas_kernels.domino_step.gpu import correction_argmax_gpu
 from pallas_kernels.domino_step import gpu_block
 from pallas_kernels.domino_step.gpu_block import candidate_block_gpu
 from pallas_kernels.domino_step.gpu_loop import candidate_loop_gpu
-from pallas_kernels.domino_step.reference import (candidate_inputs, chunked_top_k, domino_draft_candidates_reference,
-                                                  domino_draft_reference)
+from pallas_kernels.domino_step.reference import (candidate_inputs, chunk_max_top_k, chunked_top_k,
+                                                  domino_draft_candidates_reference, domino_draft_reference)
 from pallas_kernels.domino_step.tpu import correction_argmax_tpu
 
 
@@ -201,6 +201,12 @@ def test_candidate_block_kernel_equals_reference(dtype):
         np.testing.assert_array_equal(np.asarray(got), want)
         drafts[prefix_len] = want
     assert not np.array_equal(drafts[0], drafts[1])  # the corrected first draft differs: the test sees the head
+    # Approximate candidates (chunks of 8 of the 900 tokens) reach the kernel the same way.
+    want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=32, table=table, chunk=8))
+    got = domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, platform="gpu", fused="block",
+                                  interpret=True, chunk=8)
+    np.testing.assert_array_equal(np.asarray(got), want)
+    assert not np.array_equal(want, drafts[1])  # other candidates, other drafts somewhere
     cand_base, cand, cand_w2 = candidate_inputs(args["base"], args["w2"], 32)
     _, gave_up = candidate_block_gpu(cand_base, cand, cand_w2, args["z_part"], args["bonus"], table, args["w_hh"],
                                      args["w_s"], prefix_len=1, persistent=False, interpret=True)
@@ -299,3 +305,27 @@ def test_chunked_top_k_with_masked_entries_returns_valid_ids():
     values, ids = chunked_top_k(x, 6, chunk=16)
     np.testing.assert_array_equal(np.asarray(ids[:, :3]), [[1, 2, 0]] * 2)
     assert int(ids.max()) < 500 and np.all(np.isneginf(np.asarray(values[:, 3:])))
+
+
+@pytest.mark.parametrize("shape,k,chunk", [((3, 1000), 8, 16), ((2, 4, 777), 5, 32)])
+def test_chunk_max_top_k_takes_the_best_of_the_best_chunks(shape, k, chunk):
+    x = np.array(jax.random.normal(jax.random.key(sum(shape)), shape, jnp.float32))
+    x[..., -1] = 50.0  # the best entry in the ragged last chunk
+    values, ids = map(np.asarray, chunk_max_top_k(jnp.asarray(x), k, chunk))
+    flat, flat_ids, flat_values = x.reshape(-1, shape[-1]), ids.reshape(-1, k), values.reshape(-1, k)
+    for row, got_ids, got_values in zip(flat, flat_ids, flat_values):
+        padded = np.concatenate([row, np.full(-len(row) % chunk, -np.inf)]).reshape(-1, chunk)
+        best = np.argsort(-padded.max(axis=1), kind="stable")[:k]  # the k chunks with the highest maxima
+        np.testing.assert_array_equal(got_ids, best * chunk + padded[best].argmax(axis=1))
+        np.testing.assert_array_equal(got_values, row[got_ids])
+        assert got_ids[0] == row.argmax() and np.all(np.diff(got_values) <= 0)  # the top entry first, best first
+
+
+def test_chunk_max_top_k_misses_only_a_chunk_s_second_best():
+    x = jnp.zeros((1, 64)).at[0, jnp.array([3, 5, 20, 40])].set(jnp.array([9.0, 8.0, 7.0, 6.0]))
+    _, ids = chunk_max_top_k(x, 3, chunk=8)
+    np.testing.assert_array_equal(np.asarray(ids), [[3, 20, 40]])  # 5 shares 3's chunk
+    _, exact = chunked_top_k(x, 3, chunk=8)
+    np.testing.assert_array_equal(np.asarray(exact), [[3, 5, 20]])
+    # Too few chunks for k: the exact top-k.
+    np.testing.assert_array_equal(np.asarray(chunk_max_top_k(x, 3, chunk=32)[1]), [[3, 5, 20]])

@@ -56,7 +56,10 @@ def test_block_labels_with_random_drafters(target):
     assert block.tree_size == headless.tree_size == dflash.tree_size  # the B-long chain by default
     args = parse("--methods", "domino_block", "--domino-drafter", "random", "--candidates", "16", "--full-block")
     (_, block, _, _), = built_methods(args, target)
-    assert block.candidates == 16 and block.head_kernel == "block" and block.full_block
+    chunked = parse("--methods", "domino_topk", "--domino-drafter", "random", "--candidate-chunk", "128")
+    (_, topk, _, _), = built_methods(chunked, target)
+    assert topk.candidate_chunk == 128 and topk.candidates == 32
+    assert block.candidates == 16 and block.head_kernel == "block" and block.full_block and block.candidate_chunk == 0
     assert block.tree_size == dflash.tree_size + 1  # the official B + 1 chain
 
 
@@ -72,5 +75,7 @@ def test_head_kernel_needs_the_candidate_loop(target):
     drafter = random_block_drafter(target, domino=True)
     with pytest.raises(UserError, match="candidates"):
         dflash_method("domino", target, drafter, head_kernel="block")
+    with pytest.raises(UserError, match="candidates > 0"):
+        dflash_method("domino", target, drafter, candidate_chunk=8)
     with pytest.raises(UserError, match="head_kernel"):
         dflash_method("domino", target, drafter, candidates=8, gru_table=True, head_kernel="fast")

@@ -97,6 +97,12 @@ def dflash_method(name: str, target, drafter, *, gru_table: bool = False, **opti
     if not 0 <= candidates <= target.cfg.vocab_size:
         raise UserError(f"Domino candidates must be in 0..{target.cfg.vocab_size} (0: the full vocabulary), got "
                         f"{candidates}")
+    chunk = options.get("candidate_chunk", 0)
+    if chunk and not candidates:
+        raise UserError("approximate candidates (candidate_chunk) choose among Domino's candidates: they need "
+                        "candidates > 0")
+    if chunk < 0:
+        raise UserError(f"candidate_chunk must be >= 0 (0: exact candidates), got {chunk}")
     if options.get("head_kernel") not in (None, "step", "block"):
         raise UserError(f"head_kernel must be 'step' or 'block', not {options['head_kernel']!r}")
     if options.get("head_kernel") and not (candidates and gru_table):

@@ -141,10 +141,12 @@ class Domino(DFlash):
     kernel: str | None = None  # greedy correction: "gpu" / "tpu" kernel, "reference"; None: the backend's
     candidates: int = 0  # > 0: correct only the k highest base logits of each draft row (0: the full vocabulary)
     head_kernel: str | None = None  # greedy candidate loop on GPU: "step" (a kernel per draft) or "block" (one)
+    candidate_chunk: int = 0  # > 0: approximate candidates, the best token of each of the k best chunks of this size
 
     def _backbone(self, model):
         return model.backbone
 
     def _draft(self, model, params, rows, base, root, key):
         return model.head.draft(params["embed"], rows, base, root, choose=self._choose(key), platform=self.kernel,
-                                candidates=self.candidates, table=params.get("gru_table"), fused=self.head_kernel)
+                                candidates=self.candidates, table=params.get("gru_table"), fused=self.head_kernel,
+                                candidate_chunk=self.candidate_chunk)

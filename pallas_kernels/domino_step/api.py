@@ -55,8 +55,9 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose | None = None, table: Float[Array, "V G3"] | None = None,
                             platform: str | None = None, fused: str | None = None,
-                            interpret: bool = False) -> Int[Array, "B N"]:
-    """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates).
+                            interpret: bool = False, chunk: int = 0) -> Int[Array, "B N"]:
+    """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates; `chunk` > 0:
+    approximate candidates, reference.chunk_max_top_k).
 
     The XLA loop by default. On GPUs, greedy drafting with a GRU input table can instead run `fused="step"`, one
     fused kernel per draft (gpu_loop.py; on an H200 2x slower than the XLA loop: 414 vs 215 µs per 16-token block at
@@ -72,14 +73,15 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     if usable and fused == "block":
         sms = gpu_block.num_sms()
         if gpu_block.unsupported(b, k, rank, gru, sms) is None:
-            cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
+            cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates, chunk)
             drafts, _ = gpu_block.candidate_block_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
                                                       prefix_len=prefix_len, sms=sms, persistent=not interpret,
                                                       interpret=interpret)
             return drafts
     if usable and fused == "step" and gpu_loop.unsupported(b, k, rank, gru) is None:
-        cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
+        cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates, chunk)
         return gpu_loop.candidate_loop_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
                                            prefix_len=prefix_len, interpret=interpret)
     return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
-                                             candidates=candidates, choose=choose or greedy, table=table)
+                                             candidates=candidates, choose=choose or greedy, table=table,
+                                             chunk=chunk)

@@ -121,10 +121,30 @@ def chunked_top_k(x: Float[Array, "... V"], k: int, chunk: int = 64
     return values, jnp.minimum(ids, v - 1)  # a -inf pad entry is only picked when a row has < k finite values
 
 
-def candidate_inputs(base: Float[Array, "B N V"], w2: Float[Array, "V R"], candidates: int
+def chunk_max_top_k(x: Float[Array, "... V"], k: int, chunk: int) -> tuple[Float[Array, "... k"], Int[Array, "... k"]]:
+    """Approximate top-k: the best entry of each of the k chunks (of `chunk` entries) with the highest maxima, best
+    first. It always holds the top entry, and misses exactly the top-k entries that share a chunk with a better one;
+    it costs one sort of V / chunk maxima, where `chunked_top_k` sorts twice (on an H200, 15 rows x 151936, k = 32:
+    31 µs with chunks of 128 against 62 µs, docs/results/2026-12-02-session16-h200.md). Shapes too small to chunk
+    run `lax.top_k`."""
+    v = x.shape[-1]
+    num_chunks = -(-v // chunk)
+    if k * chunk >= v or k >= num_chunks:
+        return jax.lax.top_k(x, k)
+    lead = x.shape[:-1]
+    pad = [(0, 0)] * len(lead) + [(0, num_chunks * chunk - v)]
+    blocks = jnp.pad(x, pad, constant_values=-jnp.inf).reshape(*lead, num_chunks, chunk)
+    values, best_chunks = jax.lax.top_k(jnp.max(blocks, axis=-1), k)
+    inner = jnp.argmax(jnp.take_along_axis(blocks, best_chunks[..., None], axis=-2), axis=-1)
+    return values, jnp.minimum(best_chunks * chunk + inner, v - 1)
+
+
+def candidate_inputs(base: Float[Array, "B N V"], w2: Float[Array, "V R"], candidates: int, chunk: int = 0
                      ) -> tuple[Float[Array, "B N k"], Int[Array, "B N k"], Float[Array, "B N k R"]]:
-    """Each draft row's `candidates` highest base logits (best first), their token ids and their W2 rows."""
-    cand_base, cand = chunked_top_k(base.astype(jnp.float32), candidates)
+    """Each draft row's `candidates` highest base logits (best first), their token ids and their W2 rows; `chunk`
+    > 0 takes the approximate `chunk_max_top_k` instead (other drafts, never another output: verification decides)."""
+    logits = base.astype(jnp.float32)
+    cand_base, cand = chunk_max_top_k(logits, candidates, chunk) if chunk else chunked_top_k(logits, candidates)
     return cand_base, cand, jnp.take(w2, cand, axis=0)
 
 
@@ -132,15 +152,17 @@ def domino_draft_candidates_reference(base: Float[Array, "B N V"], z_part: Float
                                       bonus: Int[Array, " B"],
                             embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
-                            choose: Choose = greedy, table: Float[Array, "V G3"] | None = None) -> Int[Array, "B N"]:
-    """Drafts whose correction is computed for the `candidates` highest base logits of each row only.
+                            choose: Choose = greedy, table: Float[Array, "V G3"] | None = None,
+                            chunk: int = 0) -> Int[Array, "B N"]:
+    """Drafts whose correction is computed for the `candidates` highest base logits of each row only (`chunk` > 0:
+    the approximate candidates of `chunk_max_top_k`).
 
     A full-vocabulary step reads all of W2 (V × R) for every draft: on a small target that traffic is a large part
     of a decode step. Here each row's top-k base tokens and their W2 rows are gathered once per block, and draft i
     is chosen among them from `base + W2 · SiLU(pre)`, so a step reads k × R. With k = V the drafts equal
     `domino_draft_reference`'s (up to exact ties); any k keeps decoding lossless, since verification decides.
     """
-    cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates)
+    cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates, chunk)
 
     def corrected(pre: Float[Array, "B R"], base_i: Float[Array, "B V"], i: int) -> Int[Array, " B"]:
         mid = jax.nn.silu(pre.astype(jnp.float32)).astype(w2.dtype)
