@@ -2,14 +2,18 @@
 # Issue 5's goal relations on ONE GPU, in two parts, each started under setsid so that it runs across device calls:
 #
 #   setsid nohup bash bench/h200_domino_relations.sh head > /root/head.log 2>&1 < /dev/null &
-#       no GGUF needed (run it while the model chunks are staged): the candidate top-k by method at k = 16 and 32,
-#       then random-weight step profiles of dflash, domino_headless and domino_block at CANDIDATES_LIST (the head's
-#       cost is the domino_block step minus the domino_headless step). Touches $RESULTS/head.done.
+#       no GGUF needed (run it while the model chunks are staged): the candidate top-k by method at each k of
+#       TOPK_KS (default 32), then random-weight step profiles of domino_block, one per ';'-separated set of
+#       VAR=VALUE words in PROFILES (default "CANDIDATES=32; CANDIDATES=32 CHUNK=128"), the first also of dflash and
+#       domino_headless (the head's cost is the domino_block step minus the domino_headless step). Touches
+#       $RESULTS/head.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-bench > /root/tb.log 2>&1 < /dev/null &
 #       after `bash bench/h200_issue3.sh setup` (MODELS=qwen2.5-coder-1.5b), and after `head` when both run
-#       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers), DFlash and Domino (TF + curriculum) at STEPS
-#       each on that data, then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first of
-#       CANDIDATES_LIST, and vanilla + domino_block at the others. Touches $RESULTS/train-bench.done.
+#       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers; DISTILLED=F.tgz unpacks an earlier run's
+#       `distill/` folder instead, 2 minutes less), DFlash and Domino (TF + curriculum) at STEPS each on that data,
+#       then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and
+#       vanilla + domino_block at the others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128).
+#       Touches $RESULTS/train-bench.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${RESULTS:-/root/results}
@@ -21,14 +25,16 @@ case "${1:?head|train-bench}" in
   head)
     rm -f "$results/head.done"
     export JSPEC_HOME=${JSPEC_HOME:-/root/jspec_home} PYTHONPATH=/tmp/site:$PWD
-    for k in 16 32; do
+    for k in ${TOPK_KS:-32}; do
       timeout 300 python3 bench/candidate_topk_speed.py --k "$k" --out "$results/issue5/topk_k$k" 2>&1 \
-        | grep -v Warning | tail -n 9
+        | grep -v Warning | tail -n 10
     done
-    first=1
-    for k in ${candidates//,/ }; do
-      methods=domino_block; [ "$first" = 1 ] && methods=dflash,domino_headless,domino_block; first=0
-      bash bench/h200_gpu.sh 0 "CANDIDATES=$k PROFILE_NAME=profile_k$k METHODS=$methods issue5 profile"
+    methods=dflash,domino_headless,domino_block
+    IFS=';' read -ra sets <<< "${PROFILES:-CANDIDATES=32; CANDIDATES=32 CHUNK=128}"
+    for set in "${sets[@]}"; do
+      name=$(echo $set | tr ' =' '__')  # CANDIDATES=32 CHUNK=128 -> CANDIDATES_32_CHUNK_128
+      bash bench/h200_gpu.sh 0 "$set PROFILE_NAME=profile_$name METHODS=$methods issue5 profile"
+      methods=domino_block
     done
     touch "$results/head.done" ;;
   train-bench)
@@ -37,14 +43,16 @@ case "${1:?head|train-bench}" in
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
     rm -rf "$work/distill" "$work/dflash" "$work/domino_tf_curriculum"
     train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
-    bash bench/h200_gpu.sh 0 "issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill; $train issue5 dflash; \
-$train issue5 domino tf_curriculum"
+    data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
+    if [ -n "${DISTILLED:-}" ]; then tar xzf "$DISTILLED" -C "$work" && data=""; fi
+    bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino tf_curriculum"
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
-        bash bench/h200_gpu.sh 0 "CANDIDATES=$k METHODS=vanilla,dflash,domino_block,graft_tail issue5 bench"
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=vanilla,dflash,domino_block,graft_tail issue5 bench"
       else
-        bash bench/h200_gpu.sh 0 "CANDIDATES=$k METHODS=vanilla,domino_block BENCH_NAME=bench5_k$k issue5 bench"
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=vanilla,domino_block BENCH_NAME=bench5_k$k \
+issue5 bench"
       fi
       first=0
     done
