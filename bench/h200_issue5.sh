@@ -20,8 +20,8 @@
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
 #   bash bench/h200_issue5.sh profile        # no GGUF or training needed (random weights): step, propose and verify
 #                                            # of dflash / domino / domino_topk / domino_block / domino_headless,
-#                                            # with kernel tables (CANDIDATES as for bench; PROFILE_NAME: the
-#                                            # output folder)
+#                                            # with kernel tables (CANDIDATES, FULL_BLOCK, CHUNK as for bench;
+#                                            # XLA_SELECT=1: --xla-select; PROFILE_NAME: the output folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
@@ -106,7 +106,8 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
   profile)
     timeout 540 python3 bench/step_breakdown.py --model "$model" --weights random --dtype "$dtype" \
       --methods "${METHODS:-dflash,domino,domino_topk,domino_block,domino_headless}" --dflash-drafter random \
-      --domino-drafter random --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} --contexts 300 \
+      --domino-drafter random --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} \
+      ${CHUNK:+--candidate-chunk $CHUNK} ${XLA_SELECT:+--xla-select} --contexts 300 \
       --parts decode,step,propose,verify --profile --reps 5 \
       --out "$out/${PROFILE_NAME:-profile}" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
 esac

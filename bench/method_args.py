@@ -12,17 +12,19 @@ from jspec.models.loading import LoadedModel
 BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail")  # bench labels
 
 
-def label_options(label: str, candidates: int, full_block: bool = False, chunk: int = 0) -> dict:
+def label_options(label: str, candidates: int, full_block: bool = False, chunk: int = 0,
+                  xla_select: bool = False) -> dict:
     """The method options of a bench label, as `jspec bench` sets them (its --candidates, --full-block and
-    --candidate-chunk)."""
-    topk = {"candidates": candidates, "gru_table": True, **({"candidate_chunk": chunk} if chunk else {})}
+    --candidate-chunk); `xla_select`: the GPU head kernels take their candidates from XLA's sorts."""
+    topk = {"candidates": candidates, "gru_table": True, **({"candidate_chunk": chunk} if chunk else {}),
+            **({"select_kernel": False} if xla_select else {})}
     options = {"domino_topk": topk, "domino_block": {**topk, "head_kernel": "block"}}.get(label, {})
     return {**options, "full_block": True} if full_block else options
 
 
 def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
     """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --candidates, --candidate-chunk,
-    --full-block, --method-state."""
+    --xla-select, --full-block, --method-state."""
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--methods", default=methods,
                     help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_block, "
@@ -39,6 +41,8 @@ def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
                     help="correction candidates of domino_topk and domino_block (as `jspec bench --candidates`)")
     ap.add_argument("--candidate-chunk", type=int, default=0, metavar="C",
                     help="approximate candidates of domino_topk and domino_block (`jspec bench --candidate-chunk`)")
+    ap.add_argument("--xla-select", action="store_true",
+                    help="domino_topk / domino_block: candidates from XLA's sorts instead of the selection kernel")
     ap.add_argument("--full-block", action="store_true",
                     help="block drafters with a shift_label checkpoint also draft its last row (`jspec bench "
                     "--full-block`)")
@@ -70,7 +74,8 @@ def _block_method(label: str, args: argparse.Namespace, model: LoadedModel) -> t
     domino = label != "dflash" and not (label == "graft_tail" and args.dflash_drafter)
     drafter = (random_block_drafter(model, domino) if spec == "random" else
                load_dflash_checkpoint(spec, model.cfg, model.dtype))
-    return dflash_method(method_of(label), model, drafter, **label_options(label, args.candidates, args.full_block, args.candidate_chunk))
+    options = label_options(label, args.candidates, args.full_block, args.candidate_chunk, args.xla_select)
+    return dflash_method(method_of(label), model, drafter, **options)
 
 
 def built_methods(args: argparse.Namespace, model: LoadedModel) -> Iterator[tuple[str, Method, Any, Any]]:

@@ -3,6 +3,7 @@ argmax on random inputs with odd vocabulary sizes and ragged row counts, exact t
 draft loop, and the platform dispatch."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,7 @@ from pallas_kernels.domino_step.gpu import correction_argmax_gpu
 from pallas_kernels.domino_step import gpu_block
 from pallas_kernels.domino_step.gpu_block import candidate_block_gpu
 from pallas_kernels.domino_step.gpu_loop import candidate_loop_gpu
+from pallas_kernels.domino_step.gpu_select import select_candidates_gpu
 from pallas_kernels.domino_step.reference import (candidate_inputs, chunk_max_top_k, chunked_top_k,
                                                   domino_draft_candidates_reference, domino_draft_reference)
 from pallas_kernels.domino_step.tpu import correction_argmax_tpu
@@ -329,3 +331,57 @@ def test_chunk_max_top_k_misses_only_a_chunk_s_second_best():
     np.testing.assert_array_equal(np.asarray(exact), [[3, 5, 20]])
     # Too few chunks for k: the exact top-k.
     np.testing.assert_array_equal(np.asarray(chunk_max_top_k(x, 3, chunk=32)[1]), [[3, 5, 20]])
+
+
+def sorted_by_id(values, ids):
+    order = np.argsort(np.asarray(ids), axis=-1)
+    return np.take_along_axis(np.asarray(values), order, -1), np.take_along_axis(np.asarray(ids), order, -1)
+
+
+@pytest.mark.parametrize("shape,k,chunk,ties", [((3, 4096), 16, 64, False), ((2, 5000), 8, 32, False),
+                                                ((4, 3000), 16, 16, True)])
+def test_select_kernel_picks_the_xla_selection(shape, k, chunk, ties):
+    """The sort-free selection kernel (interpret mode) returns, in id order, the set `lax.top_k` returns (exact; ties
+    to the lower id, on integer-valued logits full of ties) and the set `chunk_max_top_k` returns (approximate)."""
+    x = jax.random.normal(jax.random.key(sum(shape) + k), shape, jnp.float32) * 3
+    x = jnp.round(x) if ties else x.at[:, -1].set(50.0)  # ragged last chunk holds the best entry
+    values, ids = select_candidates_gpu(x, k=k, chunk=chunk, exact=True, interpret=True)
+    assert np.all(np.diff(np.asarray(ids), axis=-1) > 0)  # id order
+    want = sorted_by_id(*jax.lax.top_k(x, k))
+    np.testing.assert_array_equal(np.asarray(ids), want[1])
+    np.testing.assert_array_equal(np.asarray(values), want[0])
+    values, ids = select_candidates_gpu(x, k=k, chunk=chunk, exact=False, interpret=True)
+    want = sorted_by_id(*chunk_max_top_k(x, k, chunk))
+    np.testing.assert_array_equal(np.asarray(ids), want[1])
+    np.testing.assert_array_equal(np.asarray(values), want[0])
+
+
+def test_select_kernel_declines_what_it_cannot_hold():
+    from pallas_kernels.domino_step.gpu_select import unsupported
+
+    assert unsupported(151936, 32, 64) is None and unsupported(151936, 32, 128) is None
+    assert "more than" in unsupported(900, 32, 64)  # fewer chunks than candidates
+    assert "powers of two" in unsupported(4096, 24, 64)
+    assert "exceed" in unsupported(151936, 32, 16)  # 9496 chunk maxima for one program
+
+
+def test_block_kernel_with_the_select_kernel_equals_reference():
+    """On a vocabulary the selection kernel takes (4096 tokens, 16 candidates), the GPU block path (both kernels
+    interpreted) drafts what the XLA candidate loop drafts, exactly and approximately."""
+    args, table = block_case(61, "float32", b=1, n=6, vocab=4096, g=256, r=32)
+    for chunk in (0, 128):
+        want = np.asarray(domino_draft_candidates_reference(**args, prefix_len=1, candidates=16, table=table,
+                                                            chunk=chunk))
+        got = domino_draft_candidates(**args, prefix_len=1, candidates=16, table=table, platform="gpu",
+                                      fused="block", interpret=True, chunk=chunk)
+        np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_select_kernel_lowers_for_h200():
+    """At the 1.5B's block (15 rows x 151936, k = 32), exact and approximate, for an abstract H200."""
+    for exact, chunk in ((True, 64), (False, 128)):
+        fn = functools.partial(select_candidates_gpu, k=32, chunk=chunk, exact=exact)
+        with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200)):
+            text = jax.jit(fn).trace(jax.ShapeDtypeStruct((15, 151936), jnp.float32)).lower(
+                lowering_platforms=("cuda",)).as_text()
+        assert "domino_select_candidates" in text

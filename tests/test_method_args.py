@@ -56,9 +56,10 @@ def test_block_labels_with_random_drafters(target):
     assert block.tree_size == headless.tree_size == dflash.tree_size  # the B-long chain by default
     args = parse("--methods", "domino_block", "--domino-drafter", "random", "--candidates", "16", "--full-block")
     (_, block, _, _), = built_methods(args, target)
-    chunked = parse("--methods", "domino_topk", "--domino-drafter", "random", "--candidate-chunk", "128")
+    chunked = parse("--methods", "domino_topk", "--domino-drafter", "random", "--candidate-chunk", "128",
+                    "--xla-select")
     (_, topk, _, _), = built_methods(chunked, target)
-    assert topk.candidate_chunk == 128 and topk.candidates == 32
+    assert topk.candidate_chunk == 128 and topk.candidates == 32 and not topk.select_kernel
     assert block.candidates == 16 and block.head_kernel == "block" and block.full_block and block.candidate_chunk == 0
     assert block.tree_size == dflash.tree_size + 1  # the official B + 1 chain
 

@@ -70,7 +70,7 @@ class DominoHead(nnx.Module):
     def draft(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"], base: Float[Array, "B N V"],
               bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None,
               candidates: int = 0, table: Float[Array, "V G3"] | None = None,
-              fused: str | None = None, candidate_chunk: int = 0) -> Int[Array, "B N"]:
+              fused: str | None = None, candidate_chunk: int = 0, select_kernel: bool = True) -> Int[Array, "B N"]:
         """The N drafts after `bonus`, given the backbone states and base logits of the N draft rows.
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
@@ -78,13 +78,14 @@ class DominoHead(nnx.Module):
         highest base logits and drafts among them (`domino_draft_candidates`, an XLA loop). `table` (`input_table`)
         replaces the per-step W_ih GEMV by a row gather. `fused` ("step" / "block") runs that greedy candidate loop
         as GPU kernels (`domino_draft_candidates`). `candidate_chunk` > 0 takes approximate candidates: the best token
-        of each of the k chunks of that many tokens with the highest maxima (`chunk_max_top_k`).
+        of each of the k chunks of that many tokens with the highest maxima (`chunk_max_top_k`). The GPU kernel
+        paths select candidates with a sort-free kernel unless `select_kernel` is False.
         """
         args = (base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s, self.w2[...])
         if candidates:
             return domino_draft_candidates(*args, prefix_len=self.cfg.prefix_len, candidates=candidates,
                                            choose=choose, table=table, platform=platform, fused=fused,
-                                           chunk=candidate_chunk)
+                                           chunk=candidate_chunk, select_kernel=select_kernel)
         return domino_draft(*args, prefix_len=self.cfg.prefix_len, choose=choose, platform=platform, table=table)
 
     def teacher_forced_logits(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],

@@ -142,6 +142,7 @@ class Domino(DFlash):
     candidates: int = 0  # > 0: correct only the k highest base logits of each draft row (0: the full vocabulary)
     head_kernel: str | None = None  # greedy candidate loop on GPU: "step" (a kernel per draft) or "block" (one)
     candidate_chunk: int = 0  # > 0: approximate candidates, the best token of each of the k best chunks of this size
+    select_kernel: bool = True  # GPU head kernels: candidates from the sort-free selection kernel (False: XLA's sorts)
 
     def _backbone(self, model):
         return model.backbone
@@ -149,4 +150,4 @@ class Domino(DFlash):
     def _draft(self, model, params, rows, base, root, key):
         return model.head.draft(params["embed"], rows, base, root, choose=self._choose(key), platform=self.kernel,
                                 candidates=self.candidates, table=params.get("gru_table"), fused=self.head_kernel,
-                                candidate_chunk=self.candidate_chunk)
+                                candidate_chunk=self.candidate_chunk, select_kernel=self.select_kernel)

@@ -59,6 +59,7 @@ class GraftTail(DFlash):
     candidates: int = 0  # Domino's candidate-restricted correction (see methods.dflash.Domino)
     head_kernel: str | None = None  # Domino's candidate loop as GPU kernels (see methods.dflash.Domino)
     candidate_chunk: int = 0  # Domino's approximate candidates (see methods.dflash.Domino)
+    select_kernel: bool = True  # Domino's candidate selection kernel (see methods.dflash.Domino)
     vocab_size: int = 0  # set from the target by methods.dflash_method
     k: int = K
     threshold: float = 0.3  # keep drafts while their cumulative confidence stays >= this

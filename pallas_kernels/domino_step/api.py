@@ -7,15 +7,17 @@ kernel a `pltpu.InterpretParams`.
 """
 
 import jax
+import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 from jaxtyping import Array, Float, Int
 
-from pallas_kernels.domino_step import gpu, gpu_block, gpu_loop, tpu
+from pallas_kernels.domino_step import gpu, gpu_block, gpu_loop, gpu_select, tpu
 from pallas_kernels.domino_step.reference import (Choose, candidate_inputs, correction_argmax_reference,
                                                   domino_draft_candidates_reference, domino_draft_reference,
                                                   draft_loop, greedy)
 
 GPU_PLATFORMS = ("gpu", "cuda", "rocm")
+SELECT_CHUNK = 64  # chunk size of the exact selection kernel, as reference.chunked_top_k's
 
 
 def correction_argmax(pre: Float[Array, "B R"], w2: Float[Array, "V R"], base: Float[Array, "B V"], *,
@@ -55,9 +57,10 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose | None = None, table: Float[Array, "V G3"] | None = None,
                             platform: str | None = None, fused: str | None = None,
-                            interpret: bool = False, chunk: int = 0) -> Int[Array, "B N"]:
+                            interpret: bool = False, chunk: int = 0, select_kernel: bool = True) -> Int[Array, "B N"]:
     """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates; `chunk` > 0:
-    approximate candidates, reference.chunk_max_top_k).
+    approximate candidates, reference.chunk_max_top_k). The GPU kernel paths also select the candidates with
+    gpu_select.py's sort-free kernel unless `select_kernel` is False (XLA's sorts, as the reference).
 
     The XLA loop by default. On GPUs, greedy drafting with a GRU input table can instead run `fused="step"`, one
     fused kernel per draft (gpu_loop.py; on an H200 2x slower than the XLA loop: 414 vs 215 µs per 16-token block at
@@ -73,15 +76,29 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     if usable and fused == "block":
         sms = gpu_block.num_sms()
         if gpu_block.unsupported(b, k, rank, gru, sms) is None:
-            cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates, chunk)
+            cand_base, cand, cand_w2 = _gpu_candidate_inputs(base, w2, candidates, chunk, select_kernel, interpret)
             drafts, _ = gpu_block.candidate_block_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
                                                       prefix_len=prefix_len, sms=sms, persistent=not interpret,
                                                       interpret=interpret)
             return drafts
     if usable and fused == "step" and gpu_loop.unsupported(b, k, rank, gru) is None:
-        cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates, chunk)
+        cand_base, cand, cand_w2 = _gpu_candidate_inputs(base, w2, candidates, chunk, select_kernel, interpret)
         return gpu_loop.candidate_loop_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
                                            prefix_len=prefix_len, interpret=interpret)
     return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
                                              candidates=candidates, choose=choose or greedy, table=table,
                                              chunk=chunk)
+
+
+def _gpu_candidate_inputs(base: Float[Array, "B N V"], w2: Float[Array, "V R"], candidates: int, chunk: int,
+                          select_kernel: bool, interpret: bool):
+    """reference.candidate_inputs, with the selection in gpu_select.py's kernel when it takes the shapes (its lists
+    are in id order, not best first: the same sets)."""
+    b, n, v = base.shape
+    size = chunk or SELECT_CHUNK
+    if not select_kernel or gpu_select.unsupported(v, candidates, size) is not None:
+        return candidate_inputs(base, w2, candidates, chunk)
+    values, ids = gpu_select.select_candidates_gpu(base.reshape(b * n, v), k=candidates, chunk=size,
+                                                   exact=not chunk, interpret=interpret)
+    ids = ids.reshape(b, n, candidates)
+    return values.reshape(b, n, candidates), ids, jnp.take(w2, ids, axis=0)
