@@ -342,27 +342,27 @@ def sorted_by_id(values, ids):
                                                 ((4, 3000), 16, 16, True)])
 def test_select_kernel_picks_the_xla_selection(shape, k, chunk, ties):
     """The sort-free selection kernel (interpret mode) returns, in id order, the set `lax.top_k` returns (exact; ties
-    to the lower id, on integer-valued logits full of ties) and the set `chunk_max_top_k` returns (approximate)."""
+    to the lower id, on integer-valued logits full of ties) and the set `chunk_max_top_k` returns (approximate), with
+    those tokens' W2 rows."""
     x = jax.random.normal(jax.random.key(sum(shape) + k), shape, jnp.float32) * 3
     x = jnp.round(x) if ties else x.at[:, -1].set(50.0)  # ragged last chunk holds the best entry
-    values, ids = select_candidates_gpu(x, k=k, chunk=chunk, exact=True, interpret=True)
-    assert np.all(np.diff(np.asarray(ids), axis=-1) > 0)  # id order
-    want = sorted_by_id(*jax.lax.top_k(x, k))
-    np.testing.assert_array_equal(np.asarray(ids), want[1])
-    np.testing.assert_array_equal(np.asarray(values), want[0])
-    values, ids = select_candidates_gpu(x, k=k, chunk=chunk, exact=False, interpret=True)
-    want = sorted_by_id(*chunk_max_top_k(x, k, chunk))
-    np.testing.assert_array_equal(np.asarray(ids), want[1])
-    np.testing.assert_array_equal(np.asarray(values), want[0])
+    w2 = jax.random.normal(jax.random.key(1), (shape[1], 16), jnp.bfloat16)
+    for exact, xla in ((True, jax.lax.top_k(x, k)), (False, chunk_max_top_k(x, k, chunk))):
+        values, ids, cand_w2 = select_candidates_gpu(x, w2, k=k, chunk=chunk, exact=exact, interpret=True)
+        assert np.all(np.diff(np.asarray(ids), axis=-1) > 0)  # id order
+        want_values, want_ids = sorted_by_id(*xla)
+        np.testing.assert_array_equal(np.asarray(ids), want_ids)
+        np.testing.assert_array_equal(np.asarray(values), want_values)
+        np.testing.assert_array_equal(np.asarray(cand_w2), np.asarray(w2)[want_ids])
 
 
 def test_select_kernel_declines_what_it_cannot_hold():
     from pallas_kernels.domino_step.gpu_select import unsupported
 
-    assert unsupported(151936, 32, 64) is None and unsupported(151936, 32, 128) is None
-    assert "more than" in unsupported(900, 32, 64)  # fewer chunks than candidates
-    assert "powers of two" in unsupported(4096, 24, 64)
-    assert "exceed" in unsupported(151936, 32, 16)  # 9496 chunk maxima for one program
+    assert unsupported(151936, 32, 64, 256) is None and unsupported(151936, 32, 128, 256) is None
+    assert "more than" in unsupported(900, 32, 64, 256)  # fewer chunks than candidates
+    assert "powers of two" in unsupported(4096, 24, 64, 256) and "powers of two" in unsupported(4096, 16, 64, 48)
+    assert "exceed" in unsupported(151936, 32, 16, 256)  # 9496 chunk maxima for one program
 
 
 def test_block_kernel_with_the_select_kernel_equals_reference():
@@ -381,7 +381,17 @@ def test_select_kernel_lowers_for_h200():
     """At the 1.5B's block (15 rows x 151936, k = 32), exact and approximate, for an abstract H200."""
     for exact, chunk in ((True, 64), (False, 128)):
         fn = functools.partial(select_candidates_gpu, k=32, chunk=chunk, exact=exact)
+        args = (jax.ShapeDtypeStruct((15, 151936), jnp.float32), jax.ShapeDtypeStruct((151936, 256), jnp.bfloat16))
         with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200)):
-            text = jax.jit(fn).trace(jax.ShapeDtypeStruct((15, 151936), jnp.float32)).lower(
-                lowering_platforms=("cuda",)).as_text()
+            text = jax.jit(fn).trace(*args).lower(lowering_platforms=("cuda",)).as_text()
         assert "domino_select_candidates" in text
+    # The GPU block path end to end: selection kernel, then the persistent head kernel.
+    s = jax.ShapeDtypeStruct
+    n, k, r, g, h, vocab = 15, 32, 256, 1024, 1536, 151936
+    args = dict(base=s((1, n, vocab), jnp.float32), z_part=s((1, n, r), jnp.float32), bonus=s((1,), jnp.int32),
+                embed=s((vocab, h), jnp.bfloat16), w_ih=s((3 * g, h), jnp.bfloat16), w_hh=s((3 * g, g), jnp.bfloat16),
+                w_s=s((r, g), jnp.bfloat16), w2=s((vocab, r), jnp.bfloat16), table=s((vocab, 3 * g), jnp.bfloat16))
+    fn = functools.partial(domino_draft_candidates, prefix_len=1, candidates=k, platform="gpu", fused="block")
+    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200)):
+        text = jax.jit(lambda a: fn(**a)).trace(args).lower(lowering_platforms=("cuda",)).as_text()
+    assert "domino_select_candidates" in text and "domino_candidate_block" in text

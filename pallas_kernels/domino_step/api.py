@@ -7,7 +7,6 @@ kernel a `pltpu.InterpretParams`.
 """
 
 import jax
-import jax.numpy as jnp
 from jax.experimental.pallas import tpu as pltpu
 from jaxtyping import Array, Float, Int
 
@@ -96,9 +95,9 @@ def _gpu_candidate_inputs(base: Float[Array, "B N V"], w2: Float[Array, "V R"], 
     are in id order, not best first: the same sets)."""
     b, n, v = base.shape
     size = chunk or SELECT_CHUNK
-    if not select_kernel or gpu_select.unsupported(v, candidates, size) is not None:
+    if not select_kernel or gpu_select.unsupported(v, candidates, size, w2.shape[1]) is not None:
         return candidate_inputs(base, w2, candidates, chunk)
-    values, ids = gpu_select.select_candidates_gpu(base.reshape(b * n, v), k=candidates, chunk=size,
-                                                   exact=not chunk, interpret=interpret)
-    ids = ids.reshape(b, n, candidates)
-    return values.reshape(b, n, candidates), ids, jnp.take(w2, ids, axis=0)
+    values, ids, cand_w2 = gpu_select.select_candidates_gpu(base.reshape(b * n, v), w2, k=candidates, chunk=size,
+                                                            exact=not chunk, interpret=interpret)
+    k = candidates
+    return values.reshape(b, n, k), ids.reshape(b, n, k), cand_w2.reshape(b, n, k, w2.shape[1])

@@ -1,7 +1,7 @@
 """Domino's candidate selection without a sort: each draft row's k best base logits as one Triton-lowered Pallas call.
 
 `reference.chunked_top_k` takes the k best chunk maxima, then the k best entries of those chunks, with two XLA sorts:
-40 µs of the head's 138 µs per step at k = 32 on an H200 (docs/results/2026-12-02-session16-h200.md). Here XLA
+39 µs of the head's 138 µs per step at k = 32 on an H200 (docs/results/2026-12-02-session16-h200.md). Here XLA
 reduces each chunk to its maximum, and one program per draft row does the rest with counts and prefix sums:
 
 1. the k-th largest chunk maximum, built bit by bit from the top bit of an order-preserving integer key: 32 counts of
@@ -9,7 +9,8 @@ reduces each chunk to its maximum, and one program per draft row does the rest w
 2. the chunks above it, plus the tied ones with the lowest ids, listed in chunk order by a prefix count (the same set
    as `lax.top_k`'s, ties included);
 3. exact: the same two steps over those k chunks' entries. Approximate (`exact=False`, as `chunk_max_top_k`): each
-   listed chunk's best entry.
+   listed chunk's best entry;
+4. the W2 rows of the k candidates, gathered into one contiguous block for the head kernel (one XLA gather less).
 
 Lists come out in id order, not best first: the Domino loop only takes argmaxes over them, whose ties then go to the
 lower id. Values are the selected logits themselves.
@@ -31,16 +32,21 @@ def _pow2_at_least(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
-def unsupported(vocab: int, k: int, chunk: int) -> str | None:
+def unsupported(vocab: int, k: int, chunk: int, rank: int) -> str | None:
     """Why the kernel cannot take these shapes (the caller then runs the XLA selection), or None."""
     num_chunks = -(-vocab // chunk)
     if k * chunk >= vocab or k >= num_chunks:
         return f"{k} candidates in chunks of {chunk} need more than {vocab} entries"
-    if chunk & (chunk - 1) or k & (k - 1):
-        return f"chunk {chunk} and k {k} must be powers of two (Triton block shapes)"
+    if chunk & (chunk - 1) or k & (k - 1) or rank & (rank - 1):
+        return f"chunk {chunk}, k {k} and rank {rank} must be powers of two (Triton block shapes)"
     if _pow2_at_least(num_chunks) > MAX_LIST or k * chunk > MAX_LIST:
         return f"{num_chunks} chunks (or {k} x {chunk} entries) exceed one program's {MAX_LIST}"
     return None
+
+
+def _whole_lines(entries: int) -> int:
+    """A row width of whole 128-byte cache lines (32 four-byte entries): no line holds two programs' rows."""
+    return -(-entries // 32) * 32
 
 
 def _keys(x: jax.Array) -> jax.Array:
@@ -86,58 +92,70 @@ def _cumsum_2d(x: jax.Array) -> jax.Array:
     return along + before[:, None]
 
 
-def _kernel(max_ref, base_ref, val_ref, id_ref, chunk_ref, *, k: int, chunk: int, num_chunks: int, vocab: int,
-            width: int, exact: bool, interpret: bool):
+def _read_back(ref, row, k: int) -> jax.Array:
+    """The first k entries of a row this program has just written, after a CTA barrier. Only this program touches
+    its row, and rows are whole cache lines (the wrapper's widths), so no SM can hold a stale copy of them."""
+    return ref[row, pl.ds(0, k)]
+
+
+def _kernel(max_ref, base_ref, w2_ref, val_ref, id_ref, cw2_ref, chunk_ref, *, k: int, chunk: int, num_chunks: int,
+            vocab: int, width: int, exact: bool, interpret: bool):
     row = pl.program_id(0)
+    barrier = (lambda: None) if interpret else pltriton.debug_barrier  # (the CPU interpreter runs code in order)
     lane = jax.lax.broadcasted_iota(jnp.int32, (width,), 0)
+    listed = jax.lax.broadcasted_iota(jnp.int32, (k,), 0)
     real = lane < num_chunks
     maxima = jnp.where(real, max_ref[row, jnp.minimum(lane, num_chunks - 1)], -jnp.inf)
     keys = jnp.where(real, _keys(maxima), INT_MIN)  # padding sorts below every real key (-inf included)
     take, pos = _selected(keys, k, lambda x: jnp.cumsum(x, axis=0))
     # Every entry lands in a distinct slot: the taken ones in 0 .. k - 1, the rest past k (dropped by the wrapper).
     chunk_ref[row, jnp.where(take, pos, k + lane)] = lane
-    if not interpret:  # (the CPU interpreter runs a program's code in order and has no barrier)
-        pltriton.debug_barrier()  # the list is read back by other threads
-    chunks = chunk_ref[row, jax.lax.broadcasted_iota(jnp.int32, (k,), 0)]  # [k], ascending
+    barrier()  # the list is read back by other threads
+    chunks = _read_back(chunk_ref, row, k)  # [k], ascending
     tokens = chunks[:, None] * chunk + jax.lax.broadcasted_iota(jnp.int32, (k, chunk), 1)
     logits = jnp.where(tokens < vocab, base_ref[row, jnp.minimum(tokens, vocab - 1)], -jnp.inf)  # [k, chunk]
-    flat = jax.lax.broadcasted_iota(jnp.int32, (k, chunk), 0) * chunk + jax.lax.broadcasted_iota(
-        jnp.int32, (k, chunk), 1)
     if exact:
+        flat = jax.lax.broadcasted_iota(jnp.int32, (k, chunk), 0) * chunk + jax.lax.broadcasted_iota(
+            jnp.int32, (k, chunk), 1)
         take2, pos2 = _selected(jnp.where(tokens < vocab, _keys(logits), INT_MIN), k, _cumsum_2d)
         slot = jnp.where(take2, pos2, k + flat)
         val_ref[row, slot] = logits
         id_ref[row, slot] = tokens
+        barrier()
+        ids = _read_back(id_ref, row, k)
     else:
         best = jnp.max(logits, axis=1)
-        inner = jnp.min(jnp.where(logits == best[:, None], tokens, jnp.iinfo(jnp.int32).max), axis=1)
-        out = jax.lax.broadcasted_iota(jnp.int32, (k,), 0)
-        val_ref[row, out] = best
-        id_ref[row, out] = inner
+        ids = jnp.min(jnp.where(logits == best[:, None], tokens, jnp.iinfo(jnp.int32).max), axis=1)
+        val_ref[row, listed] = best
+        id_ref[row, listed] = ids
+    # The candidates' W2 rows, contiguous for the head kernel's serial loop.
+    rank = jax.lax.broadcasted_iota(jnp.int32, (k, w2_ref.shape[1]), 1)
+    cw2_ref[row, listed[:, None], rank] = w2_ref[ids[:, None], rank]
 
 
 @functools.partial(jax.jit, static_argnames=("k", "chunk", "exact", "num_warps", "interpret"))
-def select_candidates_gpu(base: Float[Array, "N V"], *, k: int, chunk: int = 64, exact: bool = True,
-                          num_warps: int = 4, interpret: bool = False
-                          ) -> tuple[Float[Array, "N k"], Int[Array, "N k"]]:
-    """(values, ids) of each row's k best entries (`exact`; the set `lax.top_k` returns) or of `chunk_max_top_k`'s
-    approximation (the best entry of each of the k chunks with the highest maxima), in id order."""
+def select_candidates_gpu(base: Float[Array, "N V"], w2: Float[Array, "V R"], *, k: int, chunk: int = 64,
+                          exact: bool = True, num_warps: int = 4, interpret: bool = False
+                          ) -> tuple[Float[Array, "N k"], Int[Array, "N k"], Float[Array, "N k R"]]:
+    """(values, ids, W2 rows) of each row's k best entries (`exact`; the set `lax.top_k` returns) or of
+    `chunk_max_top_k`'s approximation (the best entry of each of the k chunks with the highest maxima), in id order."""
     n, vocab = base.shape
-    if reason := unsupported(vocab, k, chunk):
+    if reason := unsupported(vocab, k, chunk, w2.shape[1]):
         raise ValueError(f"select_candidates_gpu: {reason}")
     num_chunks = -(-vocab // chunk)
     padded = jnp.pad(base, ((0, 0), (0, num_chunks * chunk - vocab)), constant_values=-jnp.inf)
     maxima = jnp.max(padded.reshape(n, num_chunks, chunk), axis=-1)
     width = _pow2_at_least(num_chunks)
-    spill = k * chunk if exact else 0  # slots past k: where the exact step's untaken entries land
-    values, ids, _ = pl.pallas_call(
+    lists = _whole_lines(k + (k * chunk if exact else 0))  # past k: where the exact step's untaken entries land
+    values, ids, cand_w2, _ = pl.pallas_call(
         functools.partial(_kernel, k=k, chunk=chunk, num_chunks=num_chunks, vocab=vocab, width=width, exact=exact,
                           interpret=interpret),
-        out_shape=(jax.ShapeDtypeStruct((n, k + spill), jnp.float32), jax.ShapeDtypeStruct((n, k + spill), jnp.int32),
-                   jax.ShapeDtypeStruct((n, k + width), jnp.int32)),
+        out_shape=(jax.ShapeDtypeStruct((n, lists), jnp.float32), jax.ShapeDtypeStruct((n, lists), jnp.int32),
+                   jax.ShapeDtypeStruct((n, k, w2.shape[1]), w2.dtype),
+                   jax.ShapeDtypeStruct((n, _whole_lines(k + width)), jnp.int32)),
         grid=(n,),
         compiler_params=pltriton.CompilerParams(num_warps=num_warps, num_stages=1),
         interpret=interpret,
         name="domino_select_candidates",
-    )(maxima, base.astype(jnp.float32))
-    return values[:, :k], ids[:, :k]
+    )(maxima, base.astype(jnp.float32), w2)
+    return values[:, :k], ids[:, :k], cand_w2
