@@ -10,7 +10,7 @@
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
 #                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
 #                                            # head's candidates, default 32; FULL_BLOCK=1: --full-block; CHUNK:
-#                                            # --candidate-chunk)
+#                                            # --candidate-chunk; XLA_SELECT=1: --xla-select)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
@@ -75,7 +75,8 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
     [ "$temp" = 0 ] || methods=vanilla,dflash,domino,graft_tail
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
       --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
-      --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} --dataset "$tasks" $bench_size \
+      --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} \
+      ${XLA_SELECT:+--xla-select} --dataset "$tasks" $bench_size \
       --out "$out/$name" > "$out/$name.log" 2>&1 \
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;

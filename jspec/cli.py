@@ -107,6 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--candidate-chunk", type=_positive_int("--candidate-chunk"), default=None, metavar="C",
                        help="domino_topk and domino_block: approximate candidates, the best token of each of the K "
                        "chunks of C tokens with the highest maxima")
+    bench.add_argument("--xla-select", action="store_true",
+                       help="domino_block: select the candidates with XLA's sorts instead of the selection kernel")
     bench.add_argument("--full-block", action="store_true",
                        help="block drafters with a shift_label (Domino) checkpoint: also draft the block's last row "
                        "(the official B + 1 verify chain; default: B)")
@@ -383,7 +385,7 @@ def run_bench(args) -> None:
                       sampling=Sampling(temperature=args.temperature, top_p=args.top_p), seed=args.seed,
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
                       candidates=args.candidates, candidate_chunk=args.candidate_chunk or 0,
-                      full_block=args.full_block,
+                      select_kernel=not args.xla_select, full_block=args.full_block,
                       draft_confidence=args.draft_confidence,
                       draft_top_k=args.draft_top_k,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),

@@ -34,6 +34,7 @@ class BenchConfig:
     fixed_split: int = 40  # draft nodes kept every step by `graft_fixed` (graft without adaptive pruning)
     candidates: int = 32  # `domino_topk`: domino correcting each row's top-k base logits, GRU inputs from the table
     candidate_chunk: int = 0  # > 0: `domino_topk` / `domino_block` take approximate candidates (chunks of this size)
+    select_kernel: bool = True  # `domino_block`: candidates from the sort-free selection kernel (False: XLA's sorts)
     full_block: bool = False  # block drafters with a shift_label checkpoint draft its last row too (a B + 1 chain)
     draft_confidence: float = 0.5  # `draft_model_adaptive`: the chain stops after a draft below this probability
     draft_top_k: int = 3  # `draft_model_tree`: children per node of draft_model's dynamic tree
@@ -57,7 +58,8 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     options = {name: {} for name in methods}
     options["graft_fixed"] = {"fixed_split": cfg.fixed_split}
     options["domino_topk"] = {"candidates": cfg.candidates, "gru_table": True,  # Domino's fast head
-                              **({"candidate_chunk": cfg.candidate_chunk} if cfg.candidate_chunk else {})}
+                              **({"candidate_chunk": cfg.candidate_chunk} if cfg.candidate_chunk else {}),
+                              **({} if cfg.select_kernel else {"select_kernel": False})}
     options["domino_block"] = {**options["domino_topk"], "head_kernel": "block"}  # ... as one GPU kernel per block
     if cfg.full_block:
         for name in set(methods) & {"dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail"}:
