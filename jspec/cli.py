@@ -51,18 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--budget", type=_positive_int("--budget"), default=60, help="verification slots per step")
     gen.add_argument("--fixed-split", type=int, default=None, metavar="K",
                      help="graft without adaptive pruning: keep K draft nodes every step, retrieve the rest")
-    gen.add_argument("--candidates", type=_positive_int("--candidates"), default=None, metavar="K",
-                     help="domino / graft_tail with a Domino drafter: correct only the K highest base logits of "
-                     "each draft row (default: the full vocabulary)")
-    gen.add_argument("--candidate-chunk", type=_positive_int("--candidate-chunk"), default=None, metavar="C",
-                     help="with --candidates: approximate candidates, the best token of each of the K chunks of C "
-                     "tokens with the highest maxima (one sort instead of two; other drafts, the same output)")
+    _add_domino_arguments(gen, "domino / graft_tail with a Domino drafter", candidates=None)
     gen.add_argument("--gru-table", action="store_true",
                      help="domino / graft_tail with a Domino drafter: gather the GRU input gates from a precomputed "
                      "[vocab, 3 x GRU width] table instead of a GEMV per draft")
-    gen.add_argument("--full-block", action="store_true",
-                     help="dflash / domino / graft_tail with a shift_label (Domino) checkpoint: also draft the "
-                     "block's last row, for the official B + 1 verify chain (default: B, the paper's 16-token budget)")
     gen.add_argument("--draft-confidence", type=float, default=None, metavar="P",
                      help="draft_model: stop the chain after a draft the drafter gives probability < P "
                      "(default: always draft gamma = 4)")
@@ -101,17 +93,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--fixed-split", type=_positive_int("--fixed-split"), default=40, metavar="K",
                        help="draft nodes of the graft_fixed method (graft without adaptive pruning: K draft nodes "
                        "every step, the rest retrieved)")
-    bench.add_argument("--candidates", type=_positive_int("--candidates"), default=32, metavar="K",
-                       help="correction candidates of domino_topk and domino_block (domino correcting only the K "
-                       "highest base logits of each draft row, GRU inputs gathered from a precomputed table)")
-    bench.add_argument("--candidate-chunk", type=_positive_int("--candidate-chunk"), default=None, metavar="C",
-                       help="domino_topk and domino_block: approximate candidates, the best token of each of the K "
-                       "chunks of C tokens with the highest maxima")
+    _add_domino_arguments(bench, "domino_topk and domino_block (their GRU inputs from a precomputed table)",
+                          candidates=32)
     bench.add_argument("--xla-select", action="store_true",
                        help="domino_block: select the candidates with XLA's sorts instead of the selection kernel")
-    bench.add_argument("--full-block", action="store_true",
-                       help="block drafters with a shift_label (Domino) checkpoint: also draft the block's last row "
-                       "(the official B + 1 verify chain; default: B)")
     bench.add_argument("--draft-confidence", type=float, default=0.5, metavar="P",
                        help="draft_model_adaptive: stop the chain after a draft the drafter gives probability < P")
     bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
@@ -625,6 +610,19 @@ def _draft_model_options(method: str, confidence: float | None, top_k: int | Non
     if options and method != "draft_model":
         raise UserError("--draft-confidence and --draft-top-k apply to --method draft_model only")
     return options
+
+
+def _add_domino_arguments(parser, who: str, candidates: int | None) -> None:
+    """--candidates, --candidate-chunk and --full-block, for `who` (the methods or bench labels they apply to)."""
+    default = "the full vocabulary" if candidates is None else candidates
+    parser.add_argument("--candidates", type=_positive_int("--candidates"), default=candidates, metavar="K",
+                        help=f"{who}: correct only the K highest base logits of each draft row (default: {default})")
+    parser.add_argument("--candidate-chunk", type=_positive_int("--candidate-chunk"), default=None, metavar="C",
+                        help=f"{who}: approximate candidates, the best token of each of the K chunks of C tokens with "
+                        "the highest maxima (one sort instead of two; other drafts, the same output)")
+    parser.add_argument("--full-block", action="store_true",
+                        help="block drafters with a shift_label (Domino) checkpoint: also draft the block's last row, "
+                        "for the official B + 1 verify chain (default: B, the paper's 16-token budget)")
 
 
 def _add_tail_arguments(parser) -> None:

@@ -24,6 +24,8 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 from jaxtyping import Array, Float, Int
 
+from pallas_kernels.domino_step.reference import chunk_blocks
+
 INT_MIN = jnp.iinfo(jnp.int32).min
 MAX_LIST = 1 << 13  # entries one program holds in registers (chunk maxima, or the k x chunk entries of step 3)
 
@@ -143,8 +145,7 @@ def select_candidates_gpu(base: Float[Array, "N V"], w2: Float[Array, "V R"], *,
     if reason := unsupported(vocab, k, chunk, w2.shape[1]):
         raise ValueError(f"select_candidates_gpu: {reason}")
     num_chunks = -(-vocab // chunk)
-    padded = jnp.pad(base, ((0, 0), (0, num_chunks * chunk - vocab)), constant_values=-jnp.inf)
-    maxima = jnp.max(padded.reshape(n, num_chunks, chunk), axis=-1)
+    maxima = jnp.max(chunk_blocks(base, k, chunk), axis=-1)  # unsupported() ruled out a None
     width = _pow2_at_least(num_chunks)
     lists = _whole_lines(k + (k * chunk if exact else 0))  # past k: where the exact step's untaken entries land
     values, ids, cand_w2, _ = pl.pallas_call(

@@ -97,6 +97,17 @@ def domino_draft_reference(base: Float[Array, "B N V"], z_part: Float[Array, "B 
                       plain_choice=choose, table=table)
 
 
+def chunk_blocks(x: Float[Array, "... V"], k: int, chunk: int) -> Float[Array, "... C chunk"] | None:
+    """The last axis cut into chunks of `chunk` entries (the last padded with -inf), or None when there are too few
+    chunks for a chunked top-k to save anything (the caller then runs `lax.top_k`)."""
+    v = x.shape[-1]
+    num_chunks = -(-v // chunk)
+    if k * chunk >= v or k >= num_chunks:
+        return None
+    pad = [(0, 0)] * (x.ndim - 1) + [(0, num_chunks * chunk - v)]
+    return jnp.pad(x, pad, constant_values=-jnp.inf).reshape(*x.shape[:-1], num_chunks, chunk)
+
+
 def chunked_top_k(x: Float[Array, "... V"], k: int, chunk: int = 64
                   ) -> tuple[Float[Array, "... k"], Int[Array, "... k"]]:
     """`lax.top_k` over the last axis, in two small passes: the k chunks (of `chunk` entries) with the highest maxima
@@ -107,13 +118,10 @@ def chunked_top_k(x: Float[Array, "... V"], k: int, chunk: int = 64
     (15 rows x 151936, k = 64) on an H200 against 86 µs for 128 and 626 µs for `lax.top_k`
     (docs/results/2026-12-02-session15-h200.md).
     """
-    v = x.shape[-1]
-    num_chunks = -(-v // chunk)
-    if k * chunk >= v or k >= num_chunks:
+    blocks = chunk_blocks(x, k, chunk)
+    if blocks is None:
         return jax.lax.top_k(x, k)
-    lead = x.shape[:-1]
-    pad = [(0, 0)] * len(lead) + [(0, num_chunks * chunk - v)]
-    blocks = jnp.pad(x, pad, constant_values=-jnp.inf).reshape(*lead, num_chunks, chunk)
+    v, lead = x.shape[-1], x.shape[:-1]
     _, best_chunks = jax.lax.top_k(jnp.max(blocks, axis=-1), k)  # [..., k]
     picked = jnp.take_along_axis(blocks, best_chunks[..., None], axis=-2).reshape(*lead, k * chunk)
     values, pos = jax.lax.top_k(picked, k)
@@ -127,13 +135,10 @@ def chunk_max_top_k(x: Float[Array, "... V"], k: int, chunk: int) -> tuple[Float
     it costs one sort of V / chunk maxima, where `chunked_top_k` sorts twice (on an H200, 15 rows x 151936, k = 32:
     31 µs with chunks of 128 against 62 µs, docs/results/2026-12-02-session16-h200.md). Shapes too small to chunk
     run `lax.top_k`."""
-    v = x.shape[-1]
-    num_chunks = -(-v // chunk)
-    if k * chunk >= v or k >= num_chunks:
+    blocks = chunk_blocks(x, k, chunk)
+    if blocks is None:
         return jax.lax.top_k(x, k)
-    lead = x.shape[:-1]
-    pad = [(0, 0)] * len(lead) + [(0, num_chunks * chunk - v)]
-    blocks = jnp.pad(x, pad, constant_values=-jnp.inf).reshape(*lead, num_chunks, chunk)
+    v = x.shape[-1]
     values, best_chunks = jax.lax.top_k(jnp.max(blocks, axis=-1), k)
     inner = jnp.argmax(jnp.take_along_axis(blocks, best_chunks[..., None], axis=-2), axis=-1)
     return values, jnp.minimum(best_chunks * chunk + inner, v - 1)
