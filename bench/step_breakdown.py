@@ -123,9 +123,11 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
         return _spec_step(model, method, mp, s, sampling, (), max_cache_len)
 
     def propose_body(model, mp, c, _):
-        s, mstate = c
-        _, mstate = method.propose(mp, mstate, ctx_of(s))
-        return s, mstate
+        s, mstate, checksum = c
+        tree, mstate = method.propose(mp, mstate, ctx_of(s))
+        # The tree feeds the carry: otherwise XLA drops every draft computed only for it (a block drafter's LM head
+        # and argmax, Domino's head), and `propose` times the state update alone.
+        return s, mstate, checksum + jnp.sum(tree.tokens)
 
     def verify(model, s, tree):
         hidden, cache, taps = model(tree.tokens, tree.positions(s.cache.lengths), s.cache,
@@ -164,7 +166,7 @@ def breakdown(model_bundle, method, method_params, method_state, prompt: list[in
               "step": lambda: traced("step", step_body, state),
               "decode_while": lambda: per_step(decode_body, state, data_dependent=True)[0],
               "step_while": lambda: per_step(step_body, state, data_dependent=True)[0],
-              "propose": lambda: per_step(propose_body, (state, state.method_state))[0],
+              "propose": lambda: per_step(propose_body, (state, state.method_state, jnp.zeros((), jnp.int32)))[0],
               "verify": lambda: traced("verify", verify_body, (state, jnp.zeros((), jnp.int32)), tree),
               "observe": lambda: per_step(observe_body, state.method_state, (tree, logits, acc, features))[0],
               "commit": lambda: per_step(commit_body, state.cache, acc)[0]}
