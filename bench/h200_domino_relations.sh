@@ -8,6 +8,10 @@
 #       the XLA selection first, as the safe reference), the first also of dflash and
 #       domino_headless (the head's cost is the domino_block step minus the domino_headless step). Touches
 #       $RESULTS/head.done.
+#   setsid nohup bash bench/h200_domino_relations.sh train-profile > /root/tp.log 2>&1 < /dev/null &
+#       no GGUF needed either: bench/train_profile.py (random weights, the trainers' default shape: 16 x 1024, 5
+#       layers, 128 anchors a row) for DFlash and Domino: ms per step, split into the target's forward, the whole
+#       forward and the backward, and a kernel table per trainer. Touches $RESULTS/train-profile.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-bench > /root/tb.log 2>&1 < /dev/null &
 #       after `bash bench/h200_issue3.sh setup` (MODELS=qwen2.5-coder-1.5b), and after `head` when both run
 #       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers; DISTILLED=F.tgz unpacks an earlier run's
@@ -22,7 +26,7 @@ work=${WORK:-/root/work}
 candidates=${CANDIDATES_LIST:-32}
 mkdir -p "$results/issue5"
 
-case "${1:?head|train-bench}" in
+case "${1:?head|train-profile|train-bench}" in
   head)
     rm -f "$results/head.done"
     export JSPEC_HOME=${JSPEC_HOME:-/root/jspec_home} PYTHONPATH=/tmp/site:$PWD
@@ -38,6 +42,12 @@ case "${1:?head|train-bench}" in
       methods=domino_block
     done
     touch "$results/head.done" ;;
+  train-profile)
+    rm -f "$results/train-profile.done"
+    JSPEC_HOME=${JSPEC_HOME:-/root/jspec_home} PYTHONPATH=/tmp/site:$PWD timeout 900 python3 bench/train_profile.py \
+      --model qwen2.5-coder-1.5b --kinds dflash,domino --profile --out "$results/issue5/train_profile" 2>&1 \
+      | grep -v Warning | tail -n 8
+    touch "$results/train-profile.done" ;;
   train-bench)
     rm -f "$results/train-bench.done"
     while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 5; done
@@ -58,5 +68,5 @@ issue5 bench"
       first=0
     done
     touch "$results/train-bench.done" ;;
-  *) echo "unknown part $1 (head|train-bench)" >&2; exit 2 ;;
+  *) echo "unknown part $1 (head|train-profile|train-bench)" >&2; exit 2 ;;
 esac
