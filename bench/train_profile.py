@@ -42,13 +42,11 @@ def random_batch(vocab: int, batch_size: int, seq_len: int, seed: int = 0) -> di
     """`batch_size` packed rows of random records (200 .. seq_len tokens, the second half of each an answer)."""
     rng = np.random.default_rng(seed)
     records = []
-    while True:
+    while sum(len(t) for t, _ in records) < (batch_size + 1) * seq_len:  # rows are never overfilled: enough rows
         length = int(rng.integers(200, seq_len + 1))
         tokens = rng.integers(100, vocab - 100, length).astype(np.int32)
         records.append((tokens, np.arange(length) >= length // 2))
-        packed = pack(records, seq_len)
-        if len(packed) > batch_size:  # the last row may still be filling
-            return packed.rows(np.arange(batch_size))
+    return pack(records, seq_len).rows(np.arange(batch_size))
 
 
 def profile_kind(model, kind: str, batch: dict[str, np.ndarray], steps: int, profile_steps: int,
