@@ -17,7 +17,8 @@
 #       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers; DISTILLED=F.tgz unpacks an earlier run's
 #       `distill/` folder instead, 2 minutes less), DFlash and Domino (TF + curriculum) at STEPS each on that data,
 #       then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and
-#       vanilla + domino_block at the others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128).
+#       vanilla + domino_block at the others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
+#       BENCH_METHODS: the first bench's methods).
 #       Touches $RESULTS/train-bench.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +61,8 @@ case "${1:?head|train-profile|train-bench}" in
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=vanilla,dflash,domino_block,graft_tail issue5 bench"
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail} \
+issue5 bench"
       else
         bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=vanilla,domino_block BENCH_NAME=bench5_k$k \
 issue5 bench"

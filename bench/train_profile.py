@@ -59,7 +59,7 @@ def profile_kind(model, kind: str, batch: dict[str, np.ndarray], steps: int, pro
     state = jax.device_put({"params": params, "opt": make_optimizer(0.0).init(params)}, jax.devices()[0])
     backbone = dcfg.backbone if cfg.domino else dcfg
     objective = Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq, gamma=cfg.gamma_decay, ttt=False,
-                          seed=cfg.seed)
+                          seed=cfg.seed, compute_dtype=cfg.compute_dtype)
     batch = jax.device_put(batch)
     i = 0
 
@@ -105,6 +105,7 @@ def main():
     ap.add_argument("--seq-len", type=int, default=1024)
     ap.add_argument("--num-layers", type=int, default=5)
     ap.add_argument("--anchors-per-seq", type=int, default=128)
+    ap.add_argument("--compute-dtype", default="bfloat16", help="the drafter's (weights and AdamW stay float32)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps after the compiled warm-up")
     ap.add_argument("--profile", action="store_true", help="also write per-kernel tables (jax.profiler)")
     ap.add_argument("--profile-steps", type=int, default=2)
@@ -120,7 +121,8 @@ def main():
     rows = []
     for kind in kinds:
         ms, table = profile_kind(model, kind, batch, args.steps, args.profile_steps if args.profile else 0,
-                                 num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq)
+                                 num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
+                                 compute_dtype=args.compute_dtype)
         rows.append({"kind": kind, **ms})
         print(kind, {k: round(v, 1) for k, v in ms.items()}, flush=True)
         if table:

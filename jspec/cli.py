@@ -195,6 +195,9 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128,
                    help="blocks trained per packed row")
     p.add_argument("--gamma-decay", type=float, default=7.0, help="position weights exp(-(k-1)/gamma)")
+    p.add_argument("--compute-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                   help="the drafter's matmuls and activations; weights and AdamW stay float32 (auto: float32 on "
+                        "CPU, else bfloat16)")
     if command == "domino":
         p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
         p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
@@ -417,9 +420,9 @@ def run_train_eagle3(args) -> None:
     from jspec.train.eagle3 import Eagle3TrainConfig, export_latest, train_eagle3
 
     out = pathlib.Path(args.out)
-    target_dtype = args.target_dtype
-    if target_dtype == "auto":
-        target_dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"
+    target_dtype, compute_dtype = (
+        ("float32" if jax.default_backend() == "cpu" else "bfloat16") if d == "auto" else d
+        for d in (args.target_dtype, args.compute_dtype))
     if args.export:
         model = load_model(args.model, dtype=target_dtype)
         step, size = export_latest(model, out, args.dtype)
@@ -453,9 +456,9 @@ def run_train_dflash(args) -> None:
     from jspec.train.dflash import DFlashTrainConfig, export_latest, train_dflash
 
     out = pathlib.Path(args.out)
-    target_dtype = args.target_dtype
-    if target_dtype == "auto":
-        target_dtype = "float32" if jax.default_backend() == "cpu" else "bfloat16"
+    target_dtype, compute_dtype = (
+        ("float32" if jax.default_backend() == "cpu" else "bfloat16") if d == "auto" else d
+        for d in (args.target_dtype, args.compute_dtype))
     if args.export:
         model = load_model(args.model, dtype=target_dtype)
         step, size = export_latest(model, out, args.dtype, command=args.train_command)
@@ -473,7 +476,7 @@ def run_train_dflash(args) -> None:
                             num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
                             gamma_decay=args.gamma_decay, intermediate_size=args.intermediate_size,
                             eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
-                            log_every=args.log_every, seed=args.seed, **domino)
+                            log_every=args.log_every, seed=args.seed, compute_dtype=compute_dtype, **domino)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)

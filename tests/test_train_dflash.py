@@ -26,7 +26,8 @@ from jspec.methods.base import Context
 from jspec.models.decoder import Decoder
 from jspec.models.loading import LoadedModel, load_model
 from jspec.spec_decode import speculative_generate
-from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, curriculum, draft_logits,
+from jspec.train import dflash as dflash_train
+from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, block_loss, curriculum, draft_logits,
                                 drafter_config, export_latest, init_drafter, sample_blocks, train_dflash)
 from jspec.train.packing import pack
 
@@ -139,6 +140,48 @@ def test_anchors_are_distinct_answer_positions_with_an_answer_successor():
         assert blocks.labels[0, 0].tolist() == [(a + j) % 7 for j in (1, 2, 3)]
         assert blocks.valid[0, 0].tolist() == [bool(mask[0, a + j]) and (a + j < 12) == (a < 12) for j in (1, 2, 3)]
     assert set(np.asarray(sample_blocks(jax.random.key(0), batch, 11, 3).anchors[0]).tolist()) == candidates[0]
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypatch, kind):
+    """`block_loss` (Domino's GRU run once outside the loss chunks, logits rematerialised per chunk of blocks) has the
+    value and gradient of (1 − λ)·Σ w·CE(final) / Σ w + λ·Σ w·CE(base) / Σ w over all blocks at once, in float32."""
+    monkeypatch.setattr(dflash_train, "LOGITS_PER_CHUNK", 2 * 3 * QWEN.vocab_size)  # 2 blocks a chunk: 3 chunks
+    backbone_cfg = DFlashConfig.for_target(QWEN, num_layers=1, block_size=4, mask_token_id=90,
+                                           shift_label=kind == "domino")
+    model = (_o1(DominoDrafter(DominoConfig(backbone_cfg, gru_hidden=16, rank=8), dtype=jnp.float32,
+                               rngs=nnx.Rngs(0))) if kind == "domino"
+             else _o1(DFlashDrafter(backbone_cfg, dtype=jnp.float32, rngs=nnx.Rngs(0))))
+    rng = np.random.default_rng(1)
+    embed = jnp.asarray(rng.normal(size=(QWEN.vocab_size, QWEN.hidden_size)), jnp.float32)
+    lm_head = jnp.asarray(rng.normal(size=(QWEN.vocab_size, QWEN.hidden_size)) / 4, jnp.float32)
+    j = backbone_cfg.num_drafts
+    hidden = jnp.asarray(rng.normal(size=(2, 3, 4, QWEN.hidden_size)), jnp.float32)
+    tokens = jnp.asarray(rng.integers(0, 90, (2, 3, j + 1)), jnp.int32)
+    valid = jnp.asarray(rng.random((2, 3, j)) < 0.8)
+    blocks = dflash_train.Blocks(anchors=jnp.zeros((2, 3), jnp.int32), keep=jnp.ones((2, 3), bool),
+                                 labels=tokens[..., 1:], prev=tokens[..., :-1], valid=valid)
+    lam, gamma = jnp.float32(0.3), 4.0
+    graphdef, weights = nnx.split(model)
+
+    def chunked(weights, hidden):
+        return block_loss(nnx.merge(graphdef, weights), embed, lm_head, hidden, blocks, lam, gamma, False)[0]
+
+    def whole(weights, hidden):
+        first = backbone_cfg.first_draft_row
+        rows = hidden[:, :, first : first + j].reshape(6, j, -1)
+        final, base = draft_logits(nnx.merge(graphdef, weights), embed, lm_head, rows,
+                                   blocks.prev.reshape(6, j), ttt=False)
+        w = jnp.where(valid.reshape(6, j), jnp.exp(-jnp.arange(j) / gamma), 0.0)
+        labels = blocks.labels.reshape(6, j, 1)
+        ce = [jax.nn.logsumexp(x, -1) - jnp.take_along_axis(x, labels, -1)[..., 0] for x in (final, base)]
+        return ((1 - lam) * jnp.sum(w * ce[0]) + lam * jnp.sum(w * ce[1])) / jnp.sum(w)
+
+    got, got_grad = jax.jit(jax.value_and_grad(chunked, argnums=(0, 1)))(weights, hidden)
+    want, want_grad = jax.jit(jax.value_and_grad(whole, argnums=(0, 1)))(weights, hidden)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    for g, r in zip(jax.tree.leaves(got_grad), jax.tree.leaves(want_grad)):
+        np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-6)
 
 
 def test_curriculum_moves_the_base_share_from_one_to_zero():

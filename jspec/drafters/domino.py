@@ -17,7 +17,8 @@ from jaxtyping import Array, Float, Int
 
 from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
 from jspec.errors import UserError
-from pallas_kernels.domino_step import domino_draft, domino_draft_candidates, gru_step, input_gates
+from jspec.models.precision import einsum_f32
+from pallas_kernels.domino_step import domino_draft, domino_draft_candidates, gru_step
 from pallas_kernels.domino_step.reference import Choose
 
 
@@ -59,7 +60,7 @@ class DominoHead(nnx.Module):
     def z_part(self, hidden: Float[Array, "B N H"]) -> Float[Array, "B N R"]:
         """`W_z · z_i` for every draft row at once (the parallel half of the first projection)."""
         w_z = self.w_z
-        return jnp.einsum("bnh,rh->bnr", hidden.astype(w_z.dtype), w_z, preferred_element_type=jnp.float32)
+        return einsum_f32("bnh,rh->bnr", hidden.astype(w_z.dtype), w_z)
 
     def input_table(self, embed: Float[Array, "V H"]) -> Float[Array, "V G3"]:
         """E · W_ihᵀ: the GRU input gates of every token, in the weight dtype (what `draft(table=...)` gathers)."""
@@ -88,24 +89,32 @@ class DominoHead(nnx.Module):
                                            chunk=candidate_chunk, select_kernel=select_kernel)
         return domino_draft(*args, prefix_len=self.cfg.prefix_len, choose=choose, platform=platform, table=table)
 
-    def teacher_forced_logits(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],
-                              base: Float[Array, "B N V"], prev: Int[Array, "B N"]) -> Float[Array, "B N V"]:
-        """Corrected logits of every draft row when row i's GRU state has read `prev[:, :i + 1]` (bonus, then the
-        given earlier tokens): SpecForge's training forward, and the logits greedy drafting takes argmaxes of."""
-        b, n = prev.shape
+    def teacher_forced_pre(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],
+                           prev: Int[Array, "B N"]) -> Float[Array, "B N R"]:
+        """`W_z · z_i + W_s · h_i` (float32) of every draft row when row i's GRU state has read `prev[:, :i + 1]`
+        (bonus, then the given earlier tokens). The input gates of all tokens are one GEMM; only W_hh is sequential."""
+        w_ih, w_hh, w_s = self.w_ih[...], self.w_hh[...], self.w_s
+        gates = einsum_f32("bnh,gh->nbg", jnp.take(embed, prev, axis=0).astype(w_ih.dtype), w_ih)
 
-        def step(h, token):
-            h = gru_step(input_gates(token, embed, self.w_ih[...]), h, self.w_hh[...])
+        def step(h, gi):
+            h = gru_step(gi, h, w_hh)
             return h, h
 
-        _, states = jax.lax.scan(step, jnp.zeros((b, self.cfg.gru_hidden), jnp.float32), prev.T)
-        w_s = self.w_s
-        delta_pre = self.z_part(hidden) + jnp.einsum("nbg,rg->bnr", states.astype(w_s.dtype), w_s,
-                                                     preferred_element_type=jnp.float32)
-        mid = jax.nn.silu(delta_pre).astype(self.w2[...].dtype)
-        delta = jnp.einsum("bnr,vr->bnv", mid, self.w2[...], preferred_element_type=jnp.float32)
-        corrected = jnp.arange(n)[None, :, None] >= self.cfg.prefix_len
-        return base.astype(jnp.float32) + jnp.where(corrected, delta, 0.0)
+        _, states = jax.lax.scan(step, jnp.zeros((prev.shape[0], self.cfg.gru_hidden), jnp.float32), gates)
+        return self.z_part(hidden) + einsum_f32("nbg,rg->bnr", states.astype(w_s.dtype), w_s)
+
+    def corrected(self, base: Float[Array, "B N V"], pre: Float[Array, "B N R"]) -> Float[Array, "B N V"]:
+        """`base + W2 · SiLU(pre)` in float32; rows below `prefix_len` keep `base`."""
+        w2 = self.w2[...]
+        delta = einsum_f32("bnr,vr->bnv", jax.nn.silu(pre).astype(w2.dtype), w2)
+        rows = jnp.arange(pre.shape[1])[None, :, None] >= self.cfg.prefix_len
+        return base.astype(jnp.float32) + jnp.where(rows, delta, 0.0)
+
+    def teacher_forced_logits(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],
+                              base: Float[Array, "B N V"], prev: Int[Array, "B N"]) -> Float[Array, "B N V"]:
+        """Corrected logits of every draft row under teacher forcing (`teacher_forced_pre`): SpecForge's training
+        forward, and the logits greedy drafting takes argmaxes of."""
+        return self.corrected(base, self.teacher_forced_pre(embed, hidden, prev))
 
 
 class DominoDrafter(nnx.Module):

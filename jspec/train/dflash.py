@@ -18,7 +18,8 @@ ground-truth block tokens x_a .. x_{a+k}; with `ttt` it reads the bonus and the 
 same weights; the base-anchored curriculum moves λ linearly from 1 at step 0 to 0 at `curriculum_fraction` of the
 steps (SpecForge `linear_lambda_base`), or keeps λ = 0 without it.
 
-The embedding and LM head are the target's, frozen; the drafter trains in float32 with AdamW (β 0.9 / 0.95, no weight
+The embedding and LM head are the target's, frozen; the drafter keeps float32 weights and computes in
+`compute_dtype` (bfloat16 by default; jspec.models.precision), with AdamW (β 0.9 / 0.95, no weight
 decay, global-norm clip 1.0 as in SpecForge's recipes) under linear warm-up and cosine or linear decay. The
 vocabulary-sized logits are computed in chunks of blocks under rematerialisation, so memory stays bounded for large
 vocabularies. Runs resume bit for bit from Orbax checkpoints and end with an official-format export in
@@ -46,6 +47,7 @@ from jspec.errors import UserError
 from jspec.io.dflash_checkpoint import WEIGHTS_FILE, load_dflash_checkpoint, save_dflash_checkpoint
 from jspec.io.weights import numpy_dtype
 from jspec.models.loading import LoadedModel
+from jspec.models.precision import COMPUTE_DTYPES, cast_params, einsum_f32
 from jspec.models.rope import apply_rope
 from jspec.train import common
 from jspec.train.checkpoints import Checkpoints
@@ -84,6 +86,7 @@ class DFlashTrainConfig:
     curriculum_fraction: float = 1.0
     ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
     init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
+    compute_dtype: str = "bfloat16"  # the drafter's matmuls and activations (weights and AdamW stay float32)
 
     def __post_init__(self):
         for name in ("batch_size", "seq_len", "num_layers", "anchors_per_seq", "gru_hidden", "rank"):
@@ -98,6 +101,8 @@ class DFlashTrainConfig:
             raise UserError(f"--anchors-per-seq {self.anchors_per_seq} exceeds the {self.seq_len - 1} anchor "
                             "positions of a row")
         common.check_loop_config(self)
+        if self.compute_dtype not in COMPUTE_DTYPES:
+            raise UserError(f"--compute-dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {self.compute_dtype!r}")
         if not self.gamma_decay > 0:
             raise UserError(f"--gamma-decay must be > 0, got {self.gamma_decay}")
         if not 0 < self.curriculum_fraction <= 1:
@@ -195,15 +200,13 @@ def _block_attention(q: Float[Array, "R Q Nh D"], k_ctx: Float[Array, "R T K D"]
     qg = q.reshape(r, n, block_size, kv_heads, heads // kv_heads, d)
     k_blk, v_blk = (x.reshape(r, n, block_size, kv_heads, d) for x in (k_blk, v_blk))
     scale = d**-0.5
-    ctx = jnp.einsum("rnbkgd,rtkd->rkgnbt", qg, k_ctx, preferred_element_type=jnp.float32) * scale
+    ctx = einsum_f32("rnbkgd,rtkd->rkgnbt", qg, k_ctx) * scale
     ctx = jnp.where(visible[:, None, None, :, None, :], ctx, -jnp.inf)
-    own = jnp.einsum("rnbkgd,rnckd->rkgnbc", qg, k_blk, preferred_element_type=jnp.float32) * scale
+    own = einsum_f32("rnbkgd,rnckd->rkgnbc", qg, k_blk) * scale
     probs = jax.nn.softmax(jnp.concatenate([ctx, own], axis=-1), axis=-1)
     t = k_ctx.shape[1]
-    out = jnp.einsum("rkgnbt,rtkd->rnbkgd", probs[..., :t].astype(v_ctx.dtype), v_ctx,
-                     preferred_element_type=jnp.float32)
-    out = out + jnp.einsum("rkgnbc,rnckd->rnbkgd", probs[..., t:].astype(v_blk.dtype), v_blk,
-                           preferred_element_type=jnp.float32)
+    out = einsum_f32("rkgnbt,rtkd->rnbkgd", probs[..., :t].astype(v_ctx.dtype), v_ctx)
+    out = out + einsum_f32("rkgnbc,rnckd->rnbkgd", probs[..., t:].astype(v_blk.dtype), v_blk)
     return out.reshape(r, q_len, heads * d).astype(q.dtype)
 
 
@@ -241,15 +244,15 @@ def block_hidden(drafter: DFlashDrafter, embed: Float[Array, "V H"], batch: dict
 
 
 def draft_logits(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
-                 rows: Float[Array, "M J H"], prev: Int[Array, "M J"], ttt: bool
-                 ) -> tuple[Float[Array, "M J V"], Float[Array, "M J V"]]:
+                 rows: Float[Array, "M J H"], prev: Int[Array, "M J"], ttt: bool,
+                 pre: Float[Array, "M J R"] | None = None) -> tuple[Float[Array, "M J V"], Float[Array, "M J V"]]:
     """(final, base) float32 logits of the draft rows of M blocks; without a head both are the base logits.
 
-    `prev[:, 0]` is the bonus token; a teacher-forced head reads `prev`, with `ttt` it reads the bonus and its own
-    greedy drafts (those of `jspec.methods.dflash`'s `domino`, through the reference loop; no gradient flows
-    through the choice of tokens).
+    `prev[:, 0]` is the bonus token; a teacher-forced head reads `prev` (or takes `pre`, its `teacher_forced_pre`,
+    when the caller computed it), with `ttt` it reads the bonus and its own greedy drafts (those of
+    `jspec.methods.dflash`'s `domino`, through the reference loop; no gradient flows through the choice of tokens).
     """
-    base = jnp.einsum("mjh,vh->mjv", rows.astype(lm_head.dtype), lm_head, preferred_element_type=jnp.float32)
+    base = einsum_f32("mjh,vh->mjv", rows.astype(lm_head.dtype), lm_head)
     if not isinstance(model, DominoDrafter):
         return base, base
     head = model.head
@@ -259,7 +262,9 @@ def draft_logits(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"
         drafts = frozen.draft(embed, jax.lax.stop_gradient(rows), jax.lax.stop_gradient(base), prev[:, 0],
                               platform="reference")
         prev = jnp.concatenate([prev[:, :1], drafts[:, :-1]], axis=1)
-    return head.teacher_forced_logits(embed, rows, base, prev), base
+    if pre is None:
+        pre = head.teacher_forced_pre(embed, rows, prev)
+    return head.corrected(base, pre), base
 
 
 def _ce_terms(logits: Float[Array, "M J V"], labels: Int[Array, "M J"], valid: Bool[Array, "M J"],
@@ -291,18 +296,21 @@ def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"],
     labels, prev, valid = (x.reshape(m, j) for x in (blocks.labels, blocks.prev, blocks.valid))
     weights = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
     c = _chunks(m, j * embed.shape[0])
+    # A teacher-forced GRU reads data tokens only: run it once over all blocks (a batch of M), not per loss chunk.
+    pre = model.head.teacher_forced_pre(embed, rows, prev) if isinstance(model, DominoDrafter) and not ttt else None
 
     @jax.checkpoint  # recompute each chunk's logits in the backward pass instead of keeping them all
     def chunk(xs):
-        final, base = draft_logits(model, embed, lm_head, *xs[:2], ttt)
-        out = {f"final_{k}": v for k, v in _ce_terms(final, xs[2], xs[3], weights).items()}
-        return out | {f"base_{k}": v for k, v in _ce_terms(base, xs[2], xs[3], weights).items()}
+        rows_c, prev_c, labels_c, valid_c, pre_c = xs
+        final, base = draft_logits(model, embed, lm_head, rows_c, prev_c, ttt, pre_c)
+        out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, weights).items()}
+        return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, weights).items()}
 
     def body(total, xs):
         return jax.tree.map(jnp.add, total, chunk(xs)), None
 
-    split = [x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid)]
-    zero = jax.eval_shape(chunk, [x[0] for x in split])
+    split = [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid, pre)]
+    zero = jax.eval_shape(chunk, [None if x is None else x[0] for x in split])
     sums, _ = jax.lax.scan(body, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero), split)
     weight = jnp.sum(jnp.where(valid, weights, 0.0))
     denom = jnp.maximum(weight, 1e-6)
@@ -334,6 +342,7 @@ class Objective:
     gamma: float
     ttt: bool
     seed: int
+    compute_dtype: str = "bfloat16"
 
 
 def _lm_head(target_params: nnx.State) -> Array:
@@ -347,7 +356,7 @@ def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphD
     embed = jax.lax.stop_gradient(target_params["embed"][...])
 
     def loss_fn(params):
-        model = nnx.merge(graphdef, nnx.State(params))
+        model = nnx.merge(graphdef, nnx.State(cast_params(params, objective.compute_dtype)))
         backbone = model.backbone if isinstance(model, DominoDrafter) else model
         blocks = sample_blocks(key, batch, objective.anchors, backbone.cfg.num_drafts)
         hidden = block_hidden(backbone, embed, batch, features, blocks.anchors)
@@ -475,7 +484,8 @@ def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
         backbone = dcfg.backbone if cfg.domino else dcfg
         statics = dict(graphdef=graphdef, target_graphdef=model.graphdef,
                        objective=Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq,
-                                           gamma=cfg.gamma_decay, ttt=cfg.ttt, seed=cfg.seed))
+                                           gamma=cfg.gamma_decay, ttt=cfg.ttt, seed=cfg.seed,
+                                           compute_dtype=cfg.compute_dtype))
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         lams = curriculum(cfg)
