@@ -81,9 +81,10 @@ def profile_kind(model, kind: str, batch: dict[str, np.ndarray], steps: int, pro
     step_ms = 1e3 * statistics.median(times)
     target = jax.jit(lambda p, b: common.target_outputs(model.graphdef, p, b, objective.taps, logits=False)[0])
     target_ms = 1e3 * timed(target, model.params, batch, n=max(steps, 3))
-    forward = jax.jit(lambda p, b: eval_step(p, model.params, b, np.int32(0), graphdef=graphdef,
-                                             target_graphdef=model.graphdef, objective=objective))
-    forward_ms = 1e3 * timed(forward, state["params"], batch, n=max(steps, 3))
+    # The target's weights go in as an argument: closed over, they would compile in as gigabytes of constants.
+    forward = jax.jit(lambda p, tp, b: eval_step(p, tp, b, np.int32(0), graphdef=graphdef,
+                                                 target_graphdef=model.graphdef, objective=objective))
+    forward_ms = 1e3 * timed(forward, state["params"], model.params, batch, n=max(steps, 3))
     table = None
     if profile_steps:
         device = "/device:GPU:0" if jax.devices()[0].platform == "gpu" else "/host:CPU"
