@@ -166,6 +166,9 @@ def _add_train_run_arguments(p: argparse.ArgumentParser, lr: float) -> None:
     p.add_argument("--schedule", choices=("cosine", "linear"), default="cosine", help="decay after warm-up")
     p.add_argument("--intermediate-size", type=_positive_int("--intermediate-size"), default=None,
                    help="drafter MLP width (default: the target's)")
+    p.add_argument("--compute-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                   help="the drafter's matmuls and activations; weights and AdamW stay float32 (auto: float32 on "
+                        "CPU, else bfloat16)")
 
 
 def _add_train_checkpoint_arguments(p: argparse.ArgumentParser) -> None:
@@ -195,9 +198,6 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128,
                    help="blocks trained per packed row")
     p.add_argument("--gamma-decay", type=float, default=7.0, help="position weights exp(-(k-1)/gamma)")
-    p.add_argument("--compute-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
-                   help="the drafter's matmuls and activations; weights and AdamW stay float32 (auto: float32 on "
-                        "CPU, else bfloat16)")
     if command == "domino":
         p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
         p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
@@ -434,7 +434,8 @@ def run_train_eagle3(args) -> None:
                             warmup_steps=args.warmup_steps, schedule=args.schedule,
                             draft_vocab_size=args.draft_vocab_size, ttt_steps=args.ttt_steps,
                             eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
-                            log_every=args.log_every, seed=args.seed, intermediate_size=args.intermediate_size)
+                            log_every=args.log_every, seed=args.seed, intermediate_size=args.intermediate_size,
+                            compute_dtype=compute_dtype)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)

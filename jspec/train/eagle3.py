@@ -5,7 +5,8 @@ Recipe (docs/algorithms.md §4.3, docs/training.md): records from `jspec train d
 step runs the frozen target over the batch (three tap features + logits), unrolls the drafter for `ttt_steps` draft
 depths (`jspec.train.ttt`) and applies AdamW (β = 0.9 / 0.95, no weight decay, global-norm clip 0.5) under linear
 warm-up and cosine or linear decay. Only the drafter's fc, layer, norm and lm_head train; the embedding is the
-target's. Runs resume bit for bit from Orbax checkpoints and end with an official-format export in `OUT/drafter/`.
+target's. They keep float32 weights and compute in `compute_dtype` (jspec.models.precision). Runs resume bit for bit
+from Orbax checkpoints and end with an official-format export in `OUT/drafter/`.
 
 Output folder: run.json (settings), checkpoints/<step>/, metrics.jsonl, training.png, drafter/.
 """
@@ -30,6 +31,7 @@ from jspec.errors import UserError
 from jspec.io.eagle3_checkpoint import WEIGHTS_FILE, save_eagle3_checkpoint
 from jspec.io.weights import numpy_dtype
 from jspec.models.loading import LoadedModel
+from jspec.models.precision import COMPUTE_DTYPES, cast_params
 from jspec.train import common
 from jspec.train.checkpoints import Checkpoints
 from jspec.train.common import split_records, target_outputs
@@ -56,6 +58,7 @@ class Eagle3TrainConfig:
     log_every: int = 10
     seed: int = 0
     intermediate_size: int | None = None  # the drafter MLP width; None: the target's (the official recipe)
+    compute_dtype: str = "bfloat16"  # the drafter's matmuls and activations (weights and AdamW stay float32)
 
     def __post_init__(self):
         for name in ("batch_size", "seq_len", "ttt_steps", "draft_vocab_size"):
@@ -69,6 +72,8 @@ class Eagle3TrainConfig:
             raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
         if self.intermediate_size is not None and self.intermediate_size < 1:
             raise UserError(f"--intermediate-size must be >= 1, got {self.intermediate_size}")
+        if self.compute_dtype not in COMPUTE_DTYPES:
+            raise UserError(f"--compute-dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {self.compute_dtype!r}")
 
 
 def drafter_config(target_cfg: ModelConfig, cfg: Eagle3TrainConfig) -> Eagle3Config:
@@ -97,36 +102,37 @@ def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int) -> list[
 # ---- jitted steps --------------------------------------------------------------------------------------------------
 
 def _loss(params: PyTree, buffers: nnx.State, graphdef: nnx.GraphDef, embed, batch, features, target_logits,
-          ttt_steps: int):
-    drafter = nnx.merge(graphdef, nnx.State(params), buffers)
+          ttt_steps: int, compute_dtype: str):
+    drafter = nnx.merge(graphdef, nnx.State(cast_params(params, compute_dtype)), buffers)
     _, step_logits = ttt_forward(drafter, embed, batch["tokens"], features, batch["positions"], batch["segments"],
                                  ttt_steps)
     return ttt_loss(step_logits, target_logits, batch["loss_mask"], batch["segments"], drafter.d2t[...],
                     drafter.t2d[...])
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "taps", "ttt_steps"),
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "taps", "ttt_steps", "compute_dtype"),
                    donate_argnames=("state",))
 def train_step(state: PyTree, buffers: nnx.State, target_params: nnx.State, batch: dict[str, Array],
                lr: Float[Array, ""], *, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, taps: tuple[int, ...],
-               ttt_steps: int):
+               ttt_steps: int, compute_dtype: str):
     """One optimizer step: target forward, TTT loss and gradient, clipped AdamW update. Returns (state, stats)."""
     features, target_logits = target_outputs(target_graphdef, target_params, batch, taps)
     embed = jax.lax.stop_gradient(target_params["embed"][...])
     (loss, sums), grads = jax.value_and_grad(_loss, has_aux=True)(
-        state["params"], buffers, graphdef, embed, batch, features, target_logits, ttt_steps)
+        state["params"], buffers, graphdef, embed, batch, features, target_logits, ttt_steps, compute_dtype)
     updates, opt = make_optimizer(lr).update(grads, state["opt"], state["params"])
     new_state = {"params": optax.apply_updates(state["params"], updates), "opt": opt}
     return new_state, {"loss": loss, "grad_norm": optax.tree.norm(grads), **sums}
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "taps", "ttt_steps"))
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "taps", "ttt_steps", "compute_dtype"))
 def eval_step(params: PyTree, buffers: nnx.State, target_params: nnx.State, batch: dict[str, Array], *,
               graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, taps: tuple[int, ...],
-              ttt_steps: int) -> dict[str, Float[Array, " S"]]:
+              ttt_steps: int, compute_dtype: str) -> dict[str, Float[Array, " S"]]:
     """Summed `ttt_loss` statistics of one batch (no update)."""
     features, target_logits = target_outputs(target_graphdef, target_params, batch, taps)
-    _, sums = _loss(params, buffers, graphdef, target_params["embed"][...], batch, features, target_logits, ttt_steps)
+    _, sums = _loss(params, buffers, graphdef, target_params["embed"][...], batch, features, target_logits, ttt_steps,
+                    compute_dtype)
     return sums
 
 
@@ -203,7 +209,7 @@ def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
         # compiled step (the jit cache keys on it).
         state = jax.device_put(state, jax.devices()[0])
         statics = dict(graphdef=graphdef, target_graphdef=model.graphdef, taps=dcfg.tap_layers,
-                       ttt_steps=cfg.ttt_steps)
+                       ttt_steps=cfg.ttt_steps, compute_dtype=cfg.compute_dtype)
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         metrics = common.MetricsLog(out_dir / "metrics.jsonl", keep_until=step)

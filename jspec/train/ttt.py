@@ -16,6 +16,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from jspec.drafters.eagle3 import Eagle3Drafter
+from jspec.models.precision import einsum_f32
 from jspec.models.rope import apply_rope, rope_tables
 
 STEP_DECAY = 0.8  # EAGLE-3: step i's loss is weighted 0.8^i
@@ -42,16 +43,13 @@ def _attention(q: Float[Array, "B T N D"], keys: list, values: list, visible: Bo
     kv_heads = keys[0].shape[2]
     qg = q.reshape(b, t, kv_heads, n // kv_heads, d)
     scale = d**-0.5
-    causal = jnp.einsum("btkgd,bskd->bkgts", qg, keys[0], preferred_element_type=jnp.float32) * scale
+    causal = einsum_f32("btkgd,bskd->bkgts", qg, keys[0]) * scale
     causal = jnp.where(visible[:, None, None], causal, -jnp.inf)
-    diagonal = [jnp.einsum("btkgd,btkd->bkgt", qg, k, preferred_element_type=jnp.float32)[..., None] * scale
-                for k in keys[1:]]
+    diagonal = [einsum_f32("btkgd,btkd->bkgt", qg, k)[..., None] * scale for k in keys[1:]]
     probs = jax.nn.softmax(jnp.concatenate([causal, *diagonal], axis=-1), axis=-1)
-    out = jnp.einsum("bkgts,bskd->btkgd", probs[..., :t].astype(values[0].dtype), values[0],
-                     preferred_element_type=jnp.float32)
+    out = einsum_f32("bkgts,bskd->btkgd", probs[..., :t].astype(values[0].dtype), values[0])
     for j, v in enumerate(values[1:]):
-        out = out + jnp.einsum("bkgt,btkd->btkgd", probs[..., t + j].astype(v.dtype), v,
-                               preferred_element_type=jnp.float32)
+        out = out + einsum_f32("bkgt,btkd->btkgd", probs[..., t + j].astype(v.dtype), v)
     return out.reshape(b, t, n * d).astype(q.dtype)
 
 
@@ -89,7 +87,7 @@ def ttt_forward(
         out = x + jnp.einsum("btf,df->btd", _attention(q, keys, values, visible), layer.o[...])
         x = out + layer.mlp(layer.post_attn_norm(out))  # the next step's hidden input
         hidden.append(x)
-        logits.append(jnp.einsum("btd,vd->btv", drafter.norm(x), drafter.lm_head[...]).astype(jnp.float32))
+        logits.append(einsum_f32("btd,vd->btv", drafter.norm(x), drafter.lm_head[...]))
     return hidden, logits
 
 
