@@ -10,8 +10,9 @@
 #       $RESULTS/head.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-profile > /root/tp.log 2>&1 < /dev/null &
 #       no GGUF needed either: bench/train_profile.py (random weights, the trainers' default shape: 16 x 1024, 5
-#       layers, 128 anchors a row) for DFlash and Domino: ms per step, split into the target's forward, the whole
-#       forward and the backward, and a kernel table per trainer. Touches $RESULTS/train-profile.done.
+#       layers, 128 anchors a row) for KINDS (default dflash,domino,eagle3): ms per step, split into the target's
+#       forward, the whole forward and the backward, and a kernel table per trainer. Touches
+#       $RESULTS/train-profile.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-bench > /root/tb.log 2>&1 < /dev/null &
 #       after `bash bench/h200_issue3.sh setup` (MODELS=qwen2.5-coder-1.5b), and after `head` when both run
 #       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers; DISTILLED=F.tgz unpacks an earlier run's
@@ -46,8 +47,8 @@ case "${1:?head|train-profile|train-bench}" in
   train-profile)
     rm -f "$results/train-profile.done"
     JSPEC_HOME=${JSPEC_HOME:-/root/jspec_home} PYTHONPATH=/tmp/site:$PWD timeout 900 python3 bench/train_profile.py \
-      --model qwen2.5-coder-1.5b --kinds dflash,domino --profile --out "$results/issue5/train_profile" 2>&1 \
-      | grep -v Warning | tail -n 8
+      --model qwen2.5-coder-1.5b --kinds "${KINDS:-dflash,domino,eagle3}" --profile \
+      --out "$results/issue5/train_profile" 2>&1 | grep -v Warning | tail -n 8
     touch "$results/train-profile.done" ;;
   train-bench)
     rm -f "$results/train-bench.done"

@@ -1,14 +1,16 @@
-"""Where a block drafter's training step spends its time, with random weights: no GGUF and no distilled data needed,
-so it can run on the device while a model's chunks are still being staged.
+"""Where a drafter trainer's step spends its time, with random weights: no GGUF and no distilled data needed, so it
+can run on the device while a model's chunks are still being staged.
 
-    python bench/train_profile.py --model qwen2.5-coder-1.5b --kinds dflash,domino --batch-size 16 --seq-len 1024 \
-        --profile --out OUT_DIR
+    python bench/train_profile.py --model qwen2.5-coder-1.5b --kinds dflash,domino,eagle3 --batch-size 16 \
+        --seq-len 1024 --profile --out OUT_DIR
 
-Per kind (`jspec train dflash` / `jspec train domino`, default recipe otherwise), in ms:
-- `step`: one optimizer step of `jspec.train.dflash.train_step`, median of `--steps` after a compiled warm-up;
-- `target`: the frozen target's forward up to its last tap alone, which every step spends before the drafter;
-- `forward`: `eval_step`, the target and the drafter's forward with its vocabulary-sized losses, no gradient;
-- `backward`: step − forward: the gradients (with the rematerialised loss chunks) and AdamW.
+Per kind (`jspec train dflash | domino | eagle3`, default recipe otherwise; eagle3 with a 32000-token draft
+vocabulary, as the 1.5B recipe), in ms:
+- `step`: one optimizer step of the trainer's jitted `train_step`, median of `--steps` after a compiled warm-up;
+- `target`: the frozen target's forward alone (block drafters: up to the last tap; eagle3: with its logits), which
+  every step spends before the drafter;
+- `forward`: the trainer's `eval_step`, the target and the drafter's forward with its losses, no gradient;
+- `backward`: step − forward: the gradients (with any rematerialised loss chunks) and AdamW.
 With `--profile`, also a table of the device kernels per step over `--profile-steps` steps (profile_<kind>.md).
 Costs do not depend on the weights' or tokens' values: the records are random token ids whose second half is
 answer tokens (where anchors may fall), packed as training packs them.
@@ -21,6 +23,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import numpy as np
@@ -30,12 +34,13 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from bench.step_breakdown import random_model  # noqa: E402
 from bench.timing import timed  # noqa: E402
 from bench.trace_summary import format_table, summarize  # noqa: E402
-from jspec.train import common  # noqa: E402
+from jspec.train import common, eagle3  # noqa: E402
 from jspec.train.dflash import (DFlashTrainConfig, Objective, drafter_config, eval_step,  # noqa: E402
                                 init_drafter, make_optimizer, train_step)
+from jspec.train.eagle3 import Eagle3TrainConfig  # noqa: E402
 from jspec.train.packing import pack  # noqa: E402
 
-KINDS = ("dflash", "domino")
+KINDS = ("dflash", "domino", "eagle3")
 
 
 def random_batch(vocab: int, batch_size: int, seq_len: int, seed: int = 0) -> dict[str, np.ndarray]:
@@ -49,49 +54,79 @@ def random_batch(vocab: int, batch_size: int, seq_len: int, seed: int = 0) -> di
     return pack(records, seq_len).rows(np.arange(batch_size))
 
 
-def profile_kind(model, kind: str, batch: dict[str, np.ndarray], steps: int, profile_steps: int,
-                 **overrides) -> tuple[dict[str, float], str | None]:
-    """({step, target, forward, backward} ms, kernel table or None) of one trainer."""
-    cfg = DFlashTrainConfig(steps=max(steps, 1) + 1 + profile_steps, warmup_steps=0, domino=kind == "domino",
-                            batch_size=batch["tokens"].shape[0], seq_len=batch["tokens"].shape[1], **overrides)
+class Trainer(NamedTuple):
+    """One trainer's jitted pieces on a fixed batch: `step(state, i) -> (state, stats)` (it donates its state),
+    its starting state, the frozen target's forward alone and the forward with the losses (no gradient)."""
+
+    step: Callable
+    state: dict
+    target: Callable[[], jax.Array]
+    forward: Callable[[dict], dict]
+
+
+def block_trainer(model, kind: str, batch: dict, **overrides) -> Trainer:
+    """`jspec train dflash` / `jspec train domino` at their defaults, with `overrides`."""
+    cfg = DFlashTrainConfig(warmup_steps=0, domino=kind == "domino", batch_size=batch["tokens"].shape[0],
+                            seq_len=batch["tokens"].shape[1], **overrides)
     dcfg = drafter_config(model.cfg, cfg)
     graphdef, params = init_drafter(model.cfg, dcfg, cfg)
-    state = jax.device_put({"params": params, "opt": make_optimizer(0.0).init(params)}, jax.devices()[0])
     backbone = dcfg.backbone if cfg.domino else dcfg
     objective = Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq, gamma=cfg.gamma_decay, ttt=False,
                           seed=cfg.seed, compute_dtype=cfg.compute_dtype)
+    statics = dict(graphdef=graphdef, target_graphdef=model.graphdef, objective=objective)
+    # The target's weights always go in as an argument: closed over, they would compile in as gigabytes of constants.
+    target = jax.jit(lambda tp, b: common.target_outputs(model.graphdef, tp, b, objective.taps, logits=False)[0])
+    return Trainer(
+        step=lambda state, i: train_step(state, model.params, batch, np.float32(cfg.lr), np.float32(0.5),
+                                         np.int32(i), **statics),
+        state={"params": params, "opt": make_optimizer(0.0).init(params)},
+        target=lambda: target(model.params, batch),
+        forward=lambda params: eval_step(params, model.params, batch, np.int32(0), **statics))
+
+
+def eagle3_trainer(model, batch: dict, draft_vocab_size: int = 32000, **overrides) -> Trainer:
+    """`jspec train eagle3` at its defaults (draft vocabulary as the 1.5B recipe's; ids 0 .. Vd − 1), with
+    `overrides`."""
+    cfg = Eagle3TrainConfig(batch_size=batch["tokens"].shape[0], seq_len=batch["tokens"].shape[1],
+                            draft_vocab_size=draft_vocab_size, **overrides)
+    dcfg = eagle3.drafter_config(model.cfg, cfg)
+    d2t = np.zeros(dcfg.draft_vocab_size, np.int32)
+    graphdef, params, buffers = eagle3.init_drafter(dcfg, cfg.seed, d2t, np.arange(dcfg.vocab_size) < d2t.size)
+    statics = dict(graphdef=graphdef, target_graphdef=model.graphdef, taps=dcfg.tap_layers, ttt_steps=cfg.ttt_steps,
+                   compute_dtype=cfg.compute_dtype)
+    target = jax.jit(lambda tp, b: common.target_outputs(model.graphdef, tp, b, dcfg.tap_layers))
+    return Trainer(
+        step=lambda state, i: eagle3.train_step(state, buffers, model.params, batch, np.float32(cfg.lr), **statics),
+        state={"params": params, "opt": eagle3.make_optimizer(0.0).init(params)},
+        target=lambda: target(model.params, batch),
+        forward=lambda params: eagle3.eval_step(params, buffers, model.params, batch, **statics))
+
+
+def profile_kind(model, kind: str, batch: dict[str, np.ndarray], steps: int, profile_steps: int,
+                 **overrides) -> tuple[dict[str, float], str | None]:
+    """({step, target, forward, backward} ms, kernel table or None) of one trainer."""
     batch = jax.device_put(batch)
-    i = 0
-
-    def one_step(state):  # the step donates its state: always continue from the returned one
-        nonlocal i
-        i += 1
-        state, stats = train_step(state, model.params, batch, np.float32(cfg.lr), np.float32(0.5), np.int32(i),
-                                  graphdef=graphdef, target_graphdef=model.graphdef, objective=objective)
-        return state, stats
-
-    state, stats = one_step(state)  # compiles
+    trainer = eagle3_trainer(model, batch, **overrides) if kind == "eagle3" else block_trainer(model, kind, batch,
+                                                                                               **overrides)
+    state = jax.device_put(trainer.state, jax.devices()[0])
+    state, stats = trainer.step(state, 0)  # compiles
     jax.block_until_ready((state, stats))
     times = []
-    for _ in range(steps):
+    for i in range(steps):
         t = time.perf_counter()
-        state, stats = one_step(state)
+        state, stats = trainer.step(state, i + 1)
         jax.block_until_ready((state, stats))
         times.append(time.perf_counter() - t)
     step_ms = 1e3 * statistics.median(times)
-    target = jax.jit(lambda p, b: common.target_outputs(model.graphdef, p, b, objective.taps, logits=False)[0])
-    target_ms = 1e3 * timed(target, model.params, batch, n=max(steps, 3))
-    # The target's weights go in as an argument: closed over, they would compile in as gigabytes of constants.
-    forward = jax.jit(lambda p, tp, b: eval_step(p, tp, b, np.int32(0), graphdef=graphdef,
-                                                 target_graphdef=model.graphdef, objective=objective))
-    forward_ms = 1e3 * timed(forward, state["params"], model.params, batch, n=max(steps, 3))
+    target_ms = 1e3 * timed(trainer.target, n=max(steps, 3))
+    forward_ms = 1e3 * timed(trainer.forward, state["params"], n=max(steps, 3))
     table = None
     if profile_steps:
         device = "/device:GPU:0" if jax.devices()[0].platform == "gpu" else "/host:CPU"
         with tempfile.TemporaryDirectory() as trace_dir:
             with jax.profiler.trace(trace_dir, create_perfetto_trace=True):
-                for _ in range(profile_steps):
-                    state, stats = one_step(state)
+                for i in range(profile_steps):
+                    state, stats = trainer.step(state, steps + 1 + i)
                 jax.block_until_ready((state, stats))
             table = format_table(summarize(trace_dir, device), profile_steps)
     return {"step": step_ms, "target": target_ms, "forward": forward_ms, "backward": step_ms - forward_ms}, table
@@ -121,9 +156,9 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for kind in kinds:
+        shape = {} if kind == "eagle3" else dict(num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq)
         ms, table = profile_kind(model, kind, batch, args.steps, args.profile_steps if args.profile else 0,
-                                 num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
-                                 compute_dtype=args.compute_dtype)
+                                 compute_dtype=args.compute_dtype, **shape)
         rows.append({"kind": kind, **ms})
         print(kind, {k: round(v, 1) for k, v in ms.items()}, flush=True)
         if table:

@@ -1,5 +1,5 @@
 """bench/train_profile.py: its synthetic batch is what the block trainers accept (full rows, anchors available,
-records kept apart), and a tiny profile of both trainers runs end to end with the trainers' own step."""
+records kept apart), and a tiny profile of every trainer runs end to end with the trainers' own step."""
 
 import pathlib
 import sys
@@ -30,7 +30,8 @@ def test_random_batch_is_packed_with_anchors():
 def test_profile_kinds_run():
     model = random_model("smollm2-135m", "float32")
     batch = random_batch(model.cfg.vocab_size, batch_size=1, seq_len=256)
-    for kind in ("dflash", "domino"):
-        ms, table = profile_kind(model, kind, batch, steps=1, profile_steps=0, num_layers=1, anchors_per_seq=4)
+    for kind, shape in (("dflash", dict(num_layers=1, anchors_per_seq=4)), ("domino", dict(num_layers=1,
+                         anchors_per_seq=4)), ("eagle3", dict(draft_vocab_size=512, ttt_steps=2))):
+        ms, table = profile_kind(model, kind, batch, steps=1, profile_steps=0, compute_dtype="float32", **shape)
         assert set(ms) == {"step", "target", "forward", "backward"} and table is None
         assert ms["step"] > 0 and ms["target"] > 0 and ms["forward"] > 0
