@@ -62,8 +62,8 @@ case "${1:?head|train-profile|train-bench}" in
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail} \
-issue5 bench"
+        methods=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail}
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=$methods issue5 bench"
       else
         bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=vanilla,domino_block BENCH_NAME=bench5_k$k \
 issue5 bench"
