@@ -200,13 +200,17 @@ def _block_attention(q: Float[Array, "R Q Nh D"], k_ctx: Float[Array, "R T K D"]
     qg = q.reshape(r, n, block_size, kv_heads, heads // kv_heads, d)
     k_blk, v_blk = (x.reshape(r, n, block_size, kv_heads, d) for x in (k_blk, v_blk))
     scale = d**-0.5
-    ctx = einsum_f32("rnbkgd,rtkd->rkgnbt", qg, k_ctx) * scale
-    ctx = jnp.where(visible[:, None, None, :, None, :], ctx, -jnp.inf)
-    own = einsum_f32("rnbkgd,rnckd->rkgnbc", qg, k_blk) * scale
-    probs = jax.nn.softmax(jnp.concatenate([ctx, own], axis=-1), axis=-1)
-    t = k_ctx.shape[1]
-    out = einsum_f32("rkgnbt,rtkd->rnbkgd", probs[..., :t].astype(v_ctx.dtype), v_ctx)
-    out = out + einsum_f32("rkgnbc,rnckd->rnbkgd", probs[..., t:].astype(v_blk.dtype), v_blk)
+    # Score axes in dot_general's own output order (batch r, k; then the query's n, b, g; then the keys), so the
+    # [.., T] context scores, the largest tensor of the step, are never transposed.
+    ctx = einsum_f32("rnbkgd,rtkd->rknbgt", qg, k_ctx) * scale
+    ctx = jnp.where(visible[:, None, :, None, None, :], ctx, -jnp.inf)
+    own = einsum_f32("rnbkgd,rnckd->rknbgc", qg, k_blk) * scale
+    # One softmax over both key sets, without concatenating the context scores with the block's.
+    top = jax.lax.stop_gradient(jnp.maximum(ctx.max(-1, keepdims=True), own.max(-1, keepdims=True)))
+    e_ctx, e_own = jnp.exp(ctx - top), jnp.exp(own - top)
+    denom = e_ctx.sum(-1, keepdims=True) + e_own.sum(-1, keepdims=True)
+    out = einsum_f32("rknbgt,rtkd->rnbkgd", (e_ctx / denom).astype(v_ctx.dtype), v_ctx)
+    out = out + einsum_f32("rknbgc,rnckd->rnbkgd", (e_own / denom).astype(v_blk.dtype), v_blk)
     return out.reshape(r, q_len, heads * d).astype(q.dtype)
 
 
