@@ -43,13 +43,21 @@ def _attention(q: Float[Array, "B T N D"], keys: list, values: list, visible: Bo
     kv_heads = keys[0].shape[2]
     qg = q.reshape(b, t, kv_heads, n // kv_heads, d)
     scale = d**-0.5
-    causal = einsum_f32("btkgd,bskd->bkgts", qg, keys[0]) * scale
-    causal = jnp.where(visible[:, None, None], causal, -jnp.inf)
-    diagonal = [einsum_f32("btkgd,btkd->bkgt", qg, k)[..., None] * scale for k in keys[1:]]
-    probs = jax.nn.softmax(jnp.concatenate([causal, *diagonal], axis=-1), axis=-1)
-    out = einsum_f32("bkgts,bskd->btkgd", probs[..., :t].astype(values[0].dtype), values[0])
-    for j, v in enumerate(values[1:]):
-        out = out + einsum_f32("bkgt,btkd->btkgd", probs[..., t + j].astype(v.dtype), v)
+    # Score axes in dot_general's own output order (batch b, k; the query's t, g; the keys), so the [.., T, T]
+    # causal scores are never transposed; one softmax over them and the diagonals, without concatenating.
+    causal = einsum_f32("btkgd,bskd->bktgs", qg, keys[0]) * scale
+    causal = jnp.where(visible[:, None, :, None, :], causal, -jnp.inf)
+    diagonal = [einsum_f32("btkgd,btkd->bktg", qg, k) * scale for k in keys[1:]]
+    top = causal.max(-1)
+    for score in diagonal:
+        top = jnp.maximum(top, score)
+    top = jax.lax.stop_gradient(top)
+    e_causal = jnp.exp(causal - top[..., None])
+    e_diagonal = [jnp.exp(score - top) for score in diagonal]
+    denom = e_causal.sum(-1) + sum(e_diagonal, jnp.zeros_like(top))
+    out = einsum_f32("bktgs,bskd->btkgd", (e_causal / denom[..., None]).astype(values[0].dtype), values[0])
+    for e, v in zip(e_diagonal, values[1:]):
+        out = out + einsum_f32("bktg,btkd->btkgd", (e / denom).astype(v.dtype), v)
     return out.reshape(b, t, n * d).astype(q.dtype)
 
 
