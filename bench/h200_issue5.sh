@@ -10,7 +10,8 @@
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
 #                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
 #                                            # head's candidates, default 32; FULL_BLOCK=1: --full-block; CHUNK:
-#                                            # --candidate-chunk; XLA_SELECT=1: --xla-select)
+#                                            # --candidate-chunk; XLA_SELECT=1: --xla-select; HEAD_DRAFTS:
+#                                            # --head-drafts)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
@@ -76,7 +77,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
       --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
       --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} \
-      ${XLA_SELECT:+--xla-select} --dataset "$tasks" $bench_size \
+      ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} --dataset "$tasks" $bench_size \
       --out "$out/$name" > "$out/$name.log" 2>&1 \
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;
@@ -108,7 +109,8 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
     timeout 540 python3 bench/step_breakdown.py --model "$model" --weights random --dtype "$dtype" \
       --methods "${METHODS:-dflash,domino,domino_topk,domino_block,domino_headless}" --dflash-drafter random \
       --domino-drafter random --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} \
-      ${CHUNK:+--candidate-chunk $CHUNK} ${XLA_SELECT:+--xla-select} --contexts 300 \
+      ${CHUNK:+--candidate-chunk $CHUNK} ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} \
+      --contexts 300 \
       --parts decode,step,propose,verify --profile --reps 5 \
       --out "$out/${PROFILE_NAME:-profile}" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
 esac

@@ -13,18 +13,21 @@ BLOCK_LABELS = ("dflash", "domino", "domino_topk", "domino_block", "domino_headl
 
 
 def label_options(label: str, candidates: int, full_block: bool = False, chunk: int = 0,
-                  xla_select: bool = False) -> dict:
-    """The method options of a bench label, as `jspec bench` sets them (its --candidates, --full-block and
-    --candidate-chunk); `xla_select`: the GPU head kernels take their candidates from XLA's sorts."""
+                  xla_select: bool = False, head_drafts: int = 0) -> dict:
+    """The method options of a bench label, as `jspec bench` sets them (its --candidates, --full-block,
+    --candidate-chunk and --head-drafts); `xla_select`: the GPU head kernels take their candidates from XLA's
+    sorts."""
     topk = {"candidates": candidates, "gru_table": True, **({"candidate_chunk": chunk} if chunk else {}),
             **({"select_kernel": False} if xla_select else {})}
     options = {"domino_topk": topk, "domino_block": {**topk, "head_kernel": "block"}}.get(label, {})
+    if head_drafts and label in ("domino", "domino_topk", "domino_block"):
+        options = {**options, "head_drafts": head_drafts}
     return {**options, "full_block": True} if full_block else options
 
 
 def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
     """--model, --methods (default `methods`), --dataset, --dtype, the drafters, --candidates, --candidate-chunk,
-    --xla-select, --full-block, --method-state."""
+    --xla-select, --full-block, --head-drafts, --method-state."""
     ap.add_argument("--model", default="qwen2.5-coder-1.5b")
     ap.add_argument("--methods", default=methods,
                     help="methods or `jspec bench` labels of the block drafters (domino_topk, domino_block, "
@@ -46,6 +49,9 @@ def add_method_arguments(ap: argparse.ArgumentParser, methods: str) -> None:
     ap.add_argument("--full-block", action="store_true",
                     help="block drafters with a shift_label checkpoint also draft its last row (`jspec bench "
                     "--full-block`)")
+    ap.add_argument("--head-drafts", type=int, default=0, metavar="M",
+                    help="domino / domino_topk / domino_block: only the first M drafts go through the head (`jspec "
+                    "bench --head-drafts`; 0: all)")
     ap.add_argument("--method-state", action="append", default=[], metavar="METHOD=PATH",
                     help="start METHOD from a saved state (e.g. graft=calibrated.npz from `jspec calibrate`)")
 
@@ -74,7 +80,8 @@ def _block_method(label: str, args: argparse.Namespace, model: LoadedModel) -> t
     domino = label != "dflash" and not (label == "graft_tail" and args.dflash_drafter)
     drafter = (random_block_drafter(model, domino) if spec == "random" else
                load_dflash_checkpoint(spec, model.cfg, model.dtype))
-    options = label_options(label, args.candidates, args.full_block, args.candidate_chunk, args.xla_select)
+    options = label_options(label, args.candidates, args.full_block, args.candidate_chunk, args.xla_select,
+                            args.head_drafts)
     return dflash_method(method_of(label), model, drafter, **options)
 
 

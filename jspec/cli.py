@@ -276,6 +276,10 @@ def run_generate(args) -> None:
         if args.method not in ("dflash", "domino", "graft_tail"):
             raise UserError("--full-block applies to --method dflash, domino and graft_tail only")
         options["full_block"] = True
+    if args.head_drafts is not None:
+        if args.method not in ("domino", "graft_tail"):
+            raise UserError("--head-drafts applies to --method domino and graft_tail (with a Domino drafter) only")
+        options["head_drafts"] = args.head_drafts
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -336,6 +340,8 @@ def run_bench(args) -> None:
         get_method("graft", fixed_split=args.fixed_split)
     if {"domino_topk", "domino_block"} & set(methods):
         get_method("domino", candidates=args.candidates)
+    if args.head_drafts is not None and not {"domino", "domino_topk", "domino_block"} & set(methods):
+        raise UserError("--head-drafts applies to the domino, domino_topk and domino_block methods only")
     if "draft_model_adaptive" in methods:
         get_method("draft_model", min_confidence=args.draft_confidence)
     if "draft_model_tree" in methods:
@@ -374,6 +380,7 @@ def run_bench(args) -> None:
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
                       candidates=args.candidates, candidate_chunk=args.candidate_chunk or 0,
                       select_kernel=not args.xla_select, full_block=args.full_block,
+                      head_drafts=args.head_drafts or 0,
                       draft_confidence=args.draft_confidence,
                       draft_top_k=args.draft_top_k,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),
@@ -627,6 +634,9 @@ def _add_domino_arguments(parser, who: str, candidates: int | None) -> None:
     parser.add_argument("--full-block", action="store_true",
                         help="block drafters with a shift_label (Domino) checkpoint: also draft the block's last row, "
                         "for the official B + 1 verify chain (default: B, the paper's 16-token budget)")
+    parser.add_argument("--head-drafts", type=_positive_int("--head-drafts"), default=None, metavar="M",
+                        help="Domino: only the first M drafts of a block go through the correction head (its GRU runs "
+                        "M - 1 sequential steps); later drafts take the base argmax (default: all)")
 
 
 def _add_tail_arguments(parser) -> None:

@@ -296,6 +296,20 @@ def test_candidate_restricted_domino_greedy_equals_vanilla(tiny_target, chunk):
                                 **KW).tokens == vanilla
 
 
+@pytest.mark.parametrize("name", ["domino", "graft_tail"])
+def test_head_on_the_first_drafts_only_greedy_equals_vanilla(tiny_target, name):
+    m = tiny_target
+    method, params = dflash_method(name, m, random_drafter("domino"), candidates=3, head_drafts=2)
+    assert method.head_drafts == 2
+    vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
+    assert speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_params=params,
+                                **KW).tokens == vanilla
+    with pytest.raises(UserError, match="no correction head"):
+        dflash_method("graft_tail", m, random_drafter("dflash"), head_drafts=2)
+    with pytest.raises(UserError, match="head_drafts must be >= 0"):
+        dflash_method("domino", m, random_drafter("domino"), head_drafts=-1)
+
+
 def test_domino_with_the_gru_input_table_greedy_equals_vanilla(tiny_target):
     m = tiny_target
     method, params = dflash_method("domino", m, random_drafter("domino"), candidates=3, gru_table=True)

@@ -174,6 +174,25 @@ def test_candidate_drafts_are_the_best_corrected_candidates(inputs):
 
 
 @pytest.mark.parametrize("candidates", [0, 4])
+def test_head_drafts_correct_only_the_first_m_drafts(inputs, candidates):
+    """`head_drafts` = m: drafts 0 .. m − 1 are the full head's (the GRU reads the same tokens up to there), later
+    drafts are the base argmax; m >= N is the whole head."""
+    w = head_tensors(0)
+    embed, hidden, base, bonus = inputs
+    head = make_head(w)
+    args = _j(embed, hidden, base, bonus)
+    full = np.asarray(head.draft(*args, platform="reference", candidates=candidates))
+    m = 3
+    got = np.asarray(nnx.jit(lambda hd, *a: hd.draft(*a, platform="reference", candidates=candidates,
+                                                      head_drafts=m))(head, *args))
+    np.testing.assert_array_equal(got[:, :m], full[:, :m])
+    np.testing.assert_array_equal(got[:, m:], np.argmax(base[:, m:], -1))
+    assert np.any(full[:, m:] != np.argmax(base[:, m:], -1))  # the head would have moved some of the later drafts
+    np.testing.assert_array_equal(np.asarray(head.draft(*args, platform="reference", candidates=candidates,
+                                                        head_drafts=N)), full)
+
+
+@pytest.mark.parametrize("candidates", [0, 4])
 def test_gru_input_table_drafts_like_the_w_ih_gemv(inputs, candidates):
     """`input_table` rows are W_ih · E[token]: drafting from the table gives the GEMV's drafts (float32)."""
     w = head_tensors(2)

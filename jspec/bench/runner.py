@@ -36,6 +36,7 @@ class BenchConfig:
     candidate_chunk: int = 0  # > 0: `domino_topk` / `domino_block` take approximate candidates (chunks of this size)
     select_kernel: bool = True  # `domino_block`: candidates from the sort-free selection kernel (False: XLA's sorts)
     full_block: bool = False  # block drafters with a shift_label checkpoint draft its last row too (a B + 1 chain)
+    head_drafts: int = 0  # > 0: `domino` / `domino_topk` / `domino_block` correct only the first M drafts of a block
     draft_confidence: float = 0.5  # `draft_model_adaptive`: the chain stops after a draft below this probability
     draft_top_k: int = 3  # `draft_model_tree`: children per node of draft_model's dynamic tree
     method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
@@ -61,6 +62,9 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                               **({"candidate_chunk": cfg.candidate_chunk} if cfg.candidate_chunk else {}),
                               **({} if cfg.select_kernel else {"select_kernel": False})}
     options["domino_block"] = {**options["domino_topk"], "head_kernel": "block"}  # ... as one GPU kernel per block
+    if cfg.head_drafts:
+        for name in ("domino", "domino_topk", "domino_block"):
+            options[name] = {**options.get(name, {}), "head_drafts": cfg.head_drafts}
     if cfg.full_block:
         for name in set(methods) & {"dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail"}:
             options[name] = {**options[name], "full_block": True}

@@ -71,7 +71,8 @@ class DominoHead(nnx.Module):
     def draft(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"], base: Float[Array, "B N V"],
               bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None,
               candidates: int = 0, table: Float[Array, "V G3"] | None = None,
-              fused: str | None = None, candidate_chunk: int = 0, select_kernel: bool = True) -> Int[Array, "B N"]:
+              fused: str | None = None, candidate_chunk: int = 0, select_kernel: bool = True,
+              head_drafts: int = 0) -> Int[Array, "B N"]:
         """The N drafts after `bonus`, given the backbone states and base logits of the N draft rows.
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
@@ -80,8 +81,18 @@ class DominoHead(nnx.Module):
         replaces the per-step W_ih GEMV by a row gather. `fused` ("step" / "block") runs that greedy candidate loop
         as GPU kernels (`domino_draft_candidates`). `candidate_chunk` > 0 takes approximate candidates: the best token
         of each of the k chunks of that many tokens with the highest maxima (`chunk_max_top_k`). The GPU kernel
-        paths select candidates with a sort-free kernel unless `select_kernel` is False.
+        paths select candidates with a sort-free kernel unless `select_kernel` is False. `head_drafts` = M > 0: only
+        drafts 0 .. M − 1 go through the head (the GRU runs M − 1 steps); later rows take their base logits' choice,
+        as the uncorrected prefix does. Drafts past M are rarely accepted from a drafter whose acceptance is short, and
+        the head's sequential part costs per draft.
         """
+        n = base.shape[1]
+        if 0 < head_drafts < n:
+            rest = (jnp.argmax(base[:, head_drafts:], axis=-1).astype(jnp.int32) if choose is None else
+                    jnp.stack([choose(base[:, i].astype(jnp.float32), i) for i in range(head_drafts, n)], axis=1))
+            first = self.draft(embed, hidden[:, :head_drafts], base[:, :head_drafts], bonus, choose, platform,
+                               candidates, table, fused, candidate_chunk, select_kernel)
+            return jnp.concatenate([first, rest], axis=1)
         args = (base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s, self.w2[...])
         if candidates:
             return domino_draft_candidates(*args, prefix_len=self.cfg.prefix_len, candidates=candidates,

@@ -97,6 +97,11 @@ def dflash_method(name: str, target, drafter, *, gru_table: bool = False, **opti
     if not 0 <= candidates <= target.cfg.vocab_size:
         raise UserError(f"Domino candidates must be in 0..{target.cfg.vocab_size} (0: the full vocabulary), got "
                         f"{candidates}")
+    head_drafts = options.get("head_drafts", 0)
+    if head_drafts and not isinstance(drafter, DominoDrafter):
+        raise UserError(f"{name} has no correction head: head_drafts applies to a Domino drafter")
+    if head_drafts < 0:
+        raise UserError(f"head_drafts must be >= 0 (0: every draft goes through the head), got {head_drafts}")
     chunk = options.get("candidate_chunk", 0)
     if chunk and not candidates:
         raise UserError("approximate candidates (candidate_chunk) choose among Domino's candidates: they need "

@@ -143,6 +143,7 @@ class Domino(DFlash):
     head_kernel: str | None = None  # greedy candidate loop on GPU: "step" (a kernel per draft) or "block" (one)
     candidate_chunk: int = 0  # > 0: approximate candidates, the best token of each of the k best chunks of this size
     select_kernel: bool = True  # GPU head kernels: candidates from the sort-free selection kernel (False: XLA's sorts)
+    head_drafts: int = 0  # > 0: only the first M drafts go through the head; later ones take the base argmax
 
     def _backbone(self, model):
         return model.backbone
@@ -150,4 +151,5 @@ class Domino(DFlash):
     def _draft(self, model, params, rows, base, root, key):
         return model.head.draft(params["embed"], rows, base, root, choose=self._choose(key), platform=self.kernel,
                                 candidates=self.candidates, table=params.get("gru_table"), fused=self.head_kernel,
-                                candidate_chunk=self.candidate_chunk, select_kernel=self.select_kernel)
+                                candidate_chunk=self.candidate_chunk, select_kernel=self.select_kernel,
+                                head_drafts=self.head_drafts)

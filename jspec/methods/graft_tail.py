@@ -60,6 +60,7 @@ class GraftTail(DFlash):
     head_kernel: str | None = None  # Domino's candidate loop as GPU kernels (see methods.dflash.Domino)
     candidate_chunk: int = 0  # Domino's approximate candidates (see methods.dflash.Domino)
     select_kernel: bool = True  # Domino's candidate selection kernel (see methods.dflash.Domino)
+    head_drafts: int = 0  # Domino's head corrects only the first M drafts (see methods.dflash.Domino)
     vocab_size: int = 0  # set from the target by methods.dflash_method
     k: int = K
     threshold: float = 0.3  # keep drafts while their cumulative confidence stays >= this
@@ -121,6 +122,8 @@ class GraftTail(DFlash):
             head = nnx.merge(self.drafter, params["drafter"]).head
             prev = jnp.concatenate([root[:, None], drafts[:, :-1]], axis=1)
             logits = head.teacher_forced_logits(params["embed"], rows, base, prev)
+            if self.head_drafts:  # drafts past the head's took the base logits' choice
+                logits = jnp.where(jnp.arange(logits.shape[1])[None, :, None] < self.head_drafts, logits, base)
         probs = jax.nn.softmax(logits / (self.draft_temperature or 1.0), axis=-1)
         return jnp.take_along_axis(probs, drafts[..., None], axis=-1)[..., 0]
 
