@@ -4,8 +4,8 @@
 #   setsid nohup bash bench/h200_domino_relations.sh head > /root/head.log 2>&1 < /dev/null &
 #       no GGUF needed (run it while the model chunks are staged): the candidate top-k by method at each k of
 #       TOPK_KS (default 32), then random-weight step profiles of domino_block, one per ';'-separated set of
-#       VAR=VALUE words in PROFILES (default "CANDIDATES=32 XLA_SELECT=1; CANDIDATES=32; CANDIDATES=32 CHUNK=128":
-#       the XLA selection first, as the safe reference), the first also of dflash and
+#       VAR=VALUE words in PROFILES (default "CANDIDATES=32; CANDIDATES=32 HEAD_DRAFTS=8; CANDIDATES=32
+#       HEAD_DRAFTS=6": the whole head, then the head on the first 8 or 6 drafts only), the first also of dflash and
 #       domino_headless (the head's cost is the domino_block step minus the domino_headless step). Touches
 #       $RESULTS/head.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-profile > /root/tp.log 2>&1 < /dev/null &
@@ -37,7 +37,7 @@ case "${1:?head|train-profile|train-bench}" in
         | grep -v Warning | tail -n 10
     done
     methods=dflash,domino_headless,domino_block
-    IFS=';' read -ra sets <<< "${PROFILES:-CANDIDATES=32 XLA_SELECT=1; CANDIDATES=32; CANDIDATES=32 CHUNK=128}"
+    IFS=';' read -ra sets <<< "${PROFILES:-CANDIDATES=32; CANDIDATES=32 HEAD_DRAFTS=8; CANDIDATES=32 HEAD_DRAFTS=6}"
     for set in "${sets[@]}"; do
       name=$(echo $set | tr ' =' '__')  # CANDIDATES=32 CHUNK=128 -> CANDIDATES_32_CHUNK_128
       bash bench/h200_gpu.sh 0 "$set PROFILE_NAME=profile_$name METHODS=$methods issue5 profile"
