@@ -60,6 +60,10 @@ def test_block_labels_with_random_drafters(target):
                     "--xla-select")
     (_, topk, _, _), = built_methods(chunked, target)
     assert topk.candidate_chunk == 128 and topk.candidates == 32 and not topk.select_kernel
+    assert block.head_drafts == 0 and topk.head_drafts == 0  # the whole block through the head by default
+    short = parse("--methods", "domino_block,domino_headless", "--domino-drafter", "random", "--head-drafts", "6")
+    built = {name: method for name, method, _, _ in built_methods(short, target)}
+    assert built["domino_block"].head_drafts == 6 and not hasattr(built["domino_headless"], "head_drafts")
     assert block.candidates == 16 and block.head_kernel == "block" and block.full_block and block.candidate_chunk == 0
     assert block.tree_size == dflash.tree_size + 1  # the official B + 1 chain
 
