@@ -6,6 +6,7 @@ held-out split, the frozen target's forward over packed rows, AdamW under warm-u
 import json
 import pathlib
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -173,18 +174,31 @@ def fmt_values(values: list[float]) -> str:
     return " ".join(f"{v:.3f}" for v in values)
 
 
+def shapes_of(tree: Any) -> Any:
+    """Shapes, dtypes and shardings of a tree of arrays: what `jit(...).lower` needs to compile ahead of time
+    without holding the arrays (train steps donate them)."""
+    return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
 def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metrics: MetricsLog,
                train_step: Callable[[Any, dict[str, np.ndarray], np.float32, int], tuple[Any, dict]],
                summarize: Callable[[list[dict]], dict], evaluate: Callable[[Any], dict] | None,
                save: Callable[[int, Any, dict], None], stop_at: int | None, time_limit: float | None,
-               progress: bool, desc: str) -> tuple[Any, int, dict | None]:
+               progress: bool, desc: str, precompile: Callable[[], Any] | None = None
+               ) -> tuple[Any, int, dict | None]:
     """Steps from `step` to `cfg.steps`: `train_step(state, batch, lr, step)` → (state, device stats); every
     `log_every` steps `summarize(host stats of the interval)` → a metrics record with "loss" and an "acc" list;
     every `eval_every` steps (and at the end) `evaluate(state)` → a record with "loss" and "acc"; `save(step, state,
     data position)` every `save_every` steps, at the end, and before an early stop (`stop_at` step, `time_limit`
-    seconds). Returns (state, step reached, last evaluation)."""
+    seconds). `precompile()` (ahead-of-time compilation of the evaluation step) runs on a thread while the first
+    steps train, so the first evaluation does not stall training for its compile. Returns (state, step reached, last
+    evaluation)."""
     # The whole schedule up front: reading a device value every step would make the host wait for the device.
     lrs = np.asarray(jax.vmap(learning_rate(cfg))(jnp.arange(cfg.steps)), np.float32)
+    warming = None
+    if precompile is not None and evaluate is not None:
+        warming = threading.Thread(target=precompile, name="precompile-eval", daemon=True)
+        warming.start()
     last_eval = None
     pending = []
     bar = tqdm(total=cfg.steps, initial=step, desc=desc, unit="step", disable=not progress)
@@ -202,6 +216,9 @@ def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metr
             bar.set_postfix(loss=f"{summary['loss']:.3f}", acc0=f"{summary['acc'][0]:.3f}")
             pending = []
         if evaluate is not None and (step % cfg.eval_every == 0 or step == cfg.steps):
+            if warming is not None:  # its compile, not a second one
+                warming.join()
+                warming = None
             last_eval = evaluate(state)
             metrics.write({"step": step, "split": "eval", **last_eval})
             if progress:
@@ -213,6 +230,8 @@ def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metr
             save(step, state, batcher.position)
         if stop:
             break
+    if warming is not None:
+        warming.join()
     bar.close()
     return state, step, last_eval
 

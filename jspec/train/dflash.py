@@ -505,7 +505,10 @@ def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
                 lambda state: evaluate(eval_rows, cfg.batch_size, state["params"], model.params, cfg.domino,
                                        **statics)),
             save=lambda step, state, position: checkpoints.save(step, state, {"step": step, "data": position}),
-            stop_at=stop_at, time_limit=time_limit, progress=progress, desc=f"train {cfg.command}")
+            stop_at=stop_at, time_limit=time_limit, progress=progress, desc=f"train {cfg.command}",
+            precompile=None if eval_rows is None else functools.partial(
+                lambda shapes: eval_step.lower(shapes, model.params, eval_rows.rows(np.arange(cfg.batch_size)),
+                                               jnp.int32(0), **statics).compile(), common.shapes_of(state["params"])))
     result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
     if result["finished"]:
         result["size_bytes"] = export_drafter(graphdef, state["params"], out_dir / "drafter", export_dtype,

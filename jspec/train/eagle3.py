@@ -226,7 +226,10 @@ def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
             summarize=_summarize_train,
             evaluate=None if eval_rows is None else (
                 lambda state: evaluate(eval_rows, cfg.batch_size, state["params"], buffers, model.params, **statics)),
-            save=save, stop_at=stop_at, time_limit=time_limit, progress=progress, desc="train eagle3")
+            save=save, stop_at=stop_at, time_limit=time_limit, progress=progress, desc="train eagle3",
+            precompile=None if eval_rows is None else functools.partial(
+                lambda shapes: eval_step.lower(shapes, buffers, model.params, eval_rows.rows(np.arange(cfg.batch_size)),
+                                               **statics).compile(), common.shapes_of(state["params"])))
     result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
     if result["finished"]:
         result["size_bytes"] = export_drafter(graphdef, state["params"], buffers, out_dir / "drafter", export_dtype)
