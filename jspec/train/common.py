@@ -180,6 +180,15 @@ def shapes_of(tree: Any) -> Any:
     return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
 
 
+def _precompile_or_warn(precompile: Callable[[], Any]) -> None:
+    """An optimisation only: if it fails, the first evaluation compiles (and reports any real error) itself."""
+    try:
+        precompile()
+    except Exception as e:  # noqa: BLE001 - the evaluation reruns the same compile and raises what matters
+        print(f"jspec: compiling the evaluation step ahead of time failed ({type(e).__name__}: {str(e)[:200]}); it "
+              "compiles at the first evaluation", file=sys.stderr)
+
+
 def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metrics: MetricsLog,
                train_step: Callable[[Any, dict[str, np.ndarray], np.float32, int], tuple[Any, dict]],
                summarize: Callable[[list[dict]], dict], evaluate: Callable[[Any], dict] | None,
@@ -197,7 +206,8 @@ def train_loop(cfg: LoopConfig, *, step: int, state: Any, batcher: Batcher, metr
     lrs = np.asarray(jax.vmap(learning_rate(cfg))(jnp.arange(cfg.steps)), np.float32)
     warming = None
     if precompile is not None and evaluate is not None:
-        warming = threading.Thread(target=precompile, name="precompile-eval", daemon=True)
+        warming = threading.Thread(target=_precompile_or_warn, args=(precompile,), name="precompile-eval",
+                                   daemon=True)
         warming.start()
     last_eval = None
     pending = []
