@@ -5,7 +5,7 @@ import json
 import pytest
 
 from jspec.bench.divergence import first_divergence
-from jspec.bench.report import dataset_means, merge_runs, summarize, write_report
+from jspec.bench.report import dataset_means, draft_acceptance, merge_runs, summarize, write_report
 from jspec.errors import UserError
 
 
@@ -44,6 +44,20 @@ def test_loop_time_is_split_from_prefill_and_host_time(tmp_path):
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     write_report(tmp_path, "# test")
     assert "| 26.67 | 100.00 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_draft_acceptance_splits_the_chain_draft_by_draft(tmp_path):
+    # The prefill's 1 is not a draft step: the draft steps accept 0, 1, 2, 0, 3 and 0 drafts.
+    records = [{**_rec("vanilla", 5, 5, 1.0), "accepted": [1] * 5},
+               {**_rec("dflash", 12, 6, 1.0), "accepted": [1, 1, 2, 3, 1, 4]},
+               {**_rec("dflash", 2, 2, 1.0), "accepted": [1, 1]}, _rec("pld", 2, 1, 1.0)]
+    [chain] = draft_acceptance(records)
+    assert chain["method"] == "dflash" and chain["steps"] == 6
+    assert chain["p"] == [pytest.approx(3 / 6), pytest.approx(2 / 3), pytest.approx(1 / 2), 0.0]
+    (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
+    write_report(tmp_path, "# test")
+    assert "| gsm8k | dflash | 6 | 0.500 | 0.667 | 0.500 | 0.000 |" in (tmp_path / "summary.md").read_text()
+    assert draft_acceptance([{**_rec("dflash", 1, 1, 1.0), "accepted": [1]}])[0]["p"] == [None] * 4
 
 
 def test_sampled_runs_report_no_identical_rate(tmp_path):

@@ -1,5 +1,5 @@
 """summary.md and plots from results.jsonl: MAT, tok/s, time per target step, speedup over vanilla (same run),
-identical-to-vanilla rate, and the per-method mean over datasets."""
+identical-to-vanilla rate, the per-method mean over datasets, and each method's acceptance draft by draft."""
 
 import collections
 import json
@@ -57,6 +57,24 @@ def dataset_means(rows: list[dict]) -> list[dict]:
             for m, rs in by_method.items() if len(rs) == len(datasets)]
 
 
+def draft_acceptance(records: list[dict], depth: int = 4) -> list[dict]:
+    """Per (dataset, method) with drafts, pooled over its decode steps: P(d1), the chance the first draft is
+    accepted, then P(dk | dk-1), the chance draft k is accepted once draft k - 1 was (a tree's depth k). This splits
+    MAT into the first draft and the chain after it. `accepted` lists the tokens each target forward emitted, the
+    prefill's first; records without it are skipped."""
+    counts = collections.defaultdict(lambda: [0] * (depth + 1))  # counts[k]: steps that accepted >= k drafts
+    for r in records:
+        if r["method"] == "vanilla" or "accepted" not in r:
+            continue
+        c = counts[(r["dataset"], r["method"])]
+        for emitted in r["accepted"][1:]:
+            for k in range(min(emitted - 1, depth) + 1):
+                c[k] += 1
+    return [{"dataset": d, "method": m, "steps": c[0],
+             "p": [c[k] / c[k - 1] if c[k - 1] else None for k in range(1, depth + 1)]}
+            for (d, m), c in counts.items()]
+
+
 def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
     records = [json.loads(line) for line in open(out_dir / "results.jsonl", encoding="utf-8")]
     rows = summarize(records)
@@ -76,6 +94,13 @@ def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
         lines += ["", "Mean over datasets (each dataset counts once):", "",
                   "| method | MAT | speedup vs vanilla | ms / step |", "|---|---|---|---|"]
         lines += [f"| {m['method']} | {m['mat']:.2f} | {m['speedup']:.2f}x | {m['ms_per_step']:.2f} |" for m in means]
+    chains = draft_acceptance(records)
+    if chains:
+        lines += ["", "Acceptance draft by draft (pooled over steps; P(dk | dk-1): draft k accepted once draft k - 1 "
+                  "was):", "", "| dataset | method | steps | P(d1) | P(d2 \\| d1) | P(d3 \\| d2) | P(d4 \\| d3) |",
+                  "|---" * 7 + "|"]
+        lines += [f"| {c['dataset']} | {c['method']} | {c['steps']} | "
+                  + " | ".join("–" if p is None else f"{p:.3f}" for p in c["p"]) + " |" for c in chains]
     lines += ["", f"A divergence from vanilla at a top-2 logit gap above {SUSPECT_GAP} is not a rounding near-tie: "
               "it is flagged as suspect (a bug)."]
     (out_dir / "summary.md").write_text("\n".join(lines).lstrip() + "\n", encoding="utf-8")
