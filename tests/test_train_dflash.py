@@ -26,10 +26,11 @@ from jspec.methods.base import Context
 from jspec.models.decoder import Decoder
 from jspec.models.loading import LoadedModel, load_model
 from jspec.spec_decode import speculative_generate
+from jspec.train import common
 from jspec.train import dflash as dflash_train
 from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, block_loss, curriculum, draft_logits,
                                 drafter_config, export_latest, init_drafter, sample_blocks, train_dflash)
-from jspec.train.packing import pack
+from jspec.train.packing import pack, pad_rows
 
 from checkpoints import assert_same_run, drafter_tensors, run_metrics, truncate_checkpoint_arrays
 
@@ -284,6 +285,38 @@ def test_exports_load_and_draft_losslessly(workspace, trained):
     assert export_latest(model, out, "float32", command="domino")[0] == 30
     for name, value in drafter_tensors(out).items():
         np.testing.assert_array_equal(value, before[name])
+
+
+@pytest.mark.parametrize("kind", ["dflash", "domino"])
+def test_walk_replays_the_decode_loop_over_the_held_out_answers(workspace, trained, kind):
+    """`walk_evaluate` in float32 is greedy speculative decoding from the held-out prompts with the exported
+    drafter: the held-out answers are the target's greedy tokens, and tokens over target forwards is its MAT (for
+    Domino's base logits, that of the backbone alone). The run closes with that record (in its bfloat16 compute)."""
+    root, model = workspace
+    out, result = trained[kind]
+    cfg = DOMINO if kind == "domino" else CFG
+    [walk] = [r for r in run_metrics(out) if r["split"] == "walk"]
+    assert walk == {"step": 30, "split": "walk", **result["walk"]}
+    _, held_out = common.split_records(dflash_train.load_records(root / "data", VOCAB, cfg.seq_len),
+                                       cfg.eval_records, cfg.seed)
+    drafter = load_dflash_checkpoint(out / "drafter", model.cfg, "float32")
+    graphdef, params = nnx.split(drafter)
+    backbone = drafter.backbone if kind == "domino" else drafter
+    objective = dflash_train.Objective(taps=backbone.cfg.tap_layers, anchors=cfg.anchors_per_seq,
+                                       gamma=cfg.gamma_decay, ttt=False, seed=cfg.seed, compute_dtype="float32")
+    f32 = dflash_train.walk_evaluate(pad_rows(pack(held_out, cfg.seq_len), cfg.batch_size), cfg.batch_size,
+                                     nnx.to_pure_dict(params), model.params, kind == "domino", cfg.block_size - 1,
+                                     graphdef=graphdef, target_graphdef=model.graphdef, objective=objective)
+    assert set(f32) == set(result["walk"]) and all(abs(f32[k] - v) < 0.05 for k, v in result["walk"].items())
+    prompts = [tokens[: np.argmax(mask)].tolist() for tokens, mask in held_out]
+    answers = [tokens[mask].tolist() for tokens, mask in held_out]
+    for name, prefix in (("dflash", "base_"), ("domino", "")) if kind == "domino" else (("dflash", ""),):
+        method, method_params = build(name, model, drafter=str(out / "drafter"))
+        spec = speculative_generate(model.graphdef, model.params, prompts, method=method, method_params=method_params,
+                                    max_new_tokens=len(answers[0]), max_cache_len=96)
+        assert spec.tokens == answers
+        assert f32[f"{prefix}walk_mat"] == pytest.approx(sum(map(len, answers)) / sum(map(len, spec.accepted)))
+    assert f32["walk_mat"] > 1.05  # some drafts were accepted: not every step was a single token
 
 
 def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):

@@ -23,8 +23,9 @@ The embedding and LM head are the target's, frozen; the drafter keeps float32 we
 decay, global-norm clip 1.0 as in SpecForge's recipes) under linear warm-up and cosine or linear decay. The
 vocabulary-sized logits are computed in chunks of blocks under rematerialisation, so memory stays bounded for large
 vocabularies. Runs resume bit for bit from Orbax checkpoints and end with an official-format export in
-`OUT/drafter/` (`jspec.io.dflash_checkpoint`). Output folder: run.json, checkpoints/<step>/, metrics.jsonl,
-training.png, drafter/.
+`OUT/drafter/` (`jspec.io.dflash_checkpoint`). A finished run also replays greedy decoding over the held-out answers
+(`walk_evaluate`, `jspec.train.walk`). Output folder: run.json, checkpoints/<step>/, metrics.jsonl, training.png,
+drafter/.
 """
 
 import dataclasses
@@ -52,6 +53,7 @@ from jspec.models.rope import apply_rope
 from jspec.train import common
 from jspec.train.checkpoints import Checkpoints
 from jspec.train.packing import Batcher, Packed, Record, pack, pad_rows
+from jspec.train.walk import walk_mat
 
 FORMAT = "jspec-dflash-train-v1"
 GRAD_CLIP = 1.0  # SpecForge's max_grad_norm for DFlash and Domino
@@ -401,6 +403,75 @@ def evaluate(rows: Packed, batch_size: int, params, target_params, head: bool, *
     return summarize(jax.device_get(sums), head)
 
 
+def _block_accepted(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
+                    hidden: Float[Array, "R N B H"], blocks: Blocks) -> tuple[Int[Array, "R N"], Int[Array, "R N"]]:
+    """Greedy drafts each block accepts (final, base logits), in chunks of blocks like `block_loss`. A head reads the
+    data tokens: until a block's first wrong draft they are its own drafts, so the count is the decode loop's."""
+    backbone = model.backbone if isinstance(model, DominoDrafter) else model
+    first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
+    r, n = blocks.anchors.shape
+    m = r * n
+    rows = hidden[:, :, first : first + j].reshape(m, j, -1)
+    labels, prev, valid = (x.reshape(m, j) for x in (blocks.labels, blocks.prev, blocks.valid))
+    pre = model.head.teacher_forced_pre(embed, rows, prev) if isinstance(model, DominoDrafter) else None
+    c = _chunks(m, j * embed.shape[0])
+
+    def chunk(xs):
+        rows_c, prev_c, labels_c, valid_c, pre_c = xs
+        logits = draft_logits(model, embed, lm_head, rows_c, prev_c, False, pre_c)
+        return tuple(jnp.sum(jnp.cumprod((jnp.argmax(x, axis=-1) == labels_c) & valid_c, axis=-1), axis=-1)
+                     for x in logits)
+
+    split = [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid, pre)]
+    final, base = jax.lax.map(chunk, split)
+    return final.reshape(r, n), base.reshape(r, n)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "objective"))
+def accepted_everywhere(params: PyTree, target_params: nnx.State, batch: dict[str, Array], *, graphdef: nnx.GraphDef,
+                        target_graphdef: nnx.GraphDef, objective: Objective
+                        ) -> tuple[Int[Array, "R T"], Int[Array, "R T"]]:
+    """Greedy drafts accepted by the block anchored at every position of the rows, by the final and the base logits
+    (0 where no block opens); `objective.anchors` anchors per row at a time, over one target forward."""
+    features, _ = common.target_outputs(target_graphdef, target_params, batch, objective.taps, logits=False)
+    embed = jax.lax.stop_gradient(target_params["embed"][...])
+    model = nnx.merge(graphdef, nnx.State(cast_params(params, objective.compute_dtype)))
+    backbone = model.backbone if isinstance(model, DominoDrafter) else model
+    candidates = anchor_candidates(batch)
+    r, t = candidates.shape
+    n = min(objective.anchors, t)
+
+    def group(start):
+        anchors = jnp.broadcast_to(start + jnp.arange(n), (r, n))
+        keep = (anchors < t) & jnp.take_along_axis(candidates, jnp.minimum(anchors, t - 1), axis=1)
+        blocks = block_labels(batch, jnp.where(keep, anchors, 0), keep, backbone.cfg.num_drafts)
+        hidden = block_hidden(backbone, embed, batch, features, blocks.anchors)
+        return _block_accepted(model, embed, _lm_head(target_params), hidden, blocks)
+
+    groups = jax.lax.map(group, jnp.arange(0, t, n))  # 2 × [G, R, N]
+    return tuple(x.transpose(1, 0, 2).reshape(r, -1)[:, :t] for x in groups)
+
+
+def walk_evaluate(rows: Packed, batch_size: int, params, target_params, head: bool, chain: int, **statics) -> dict:
+    """Held-out MAT of greedy speculative decoding replayed over the answers (`jspec.train.walk`), drafting `chain`
+    tokens a block as the decode loop does, and the mean accept length over every anchor for comparison; with a
+    head also its base logits' (`base_*`)."""
+    kinds = (("final", ""), ("base", "base_")) if head else (("final", ""),)
+    totals = {kind: np.zeros(4, np.int64) for kind, _ in kinds}
+    for start in range(0, len(rows), batch_size):
+        batch = rows.rows(np.arange(start, start + batch_size))
+        accepted = dict(zip(("final", "base"), jax.device_get(accepted_everywhere(params, target_params, batch,
+                                                                                  **statics))))
+        for kind, _ in kinds:
+            totals[kind] += walk_mat(np.minimum(accepted[kind], chain), batch["loss_mask"], batch["segments"])
+    out = {}
+    for kind, prefix in kinds:
+        tokens, forwards, drafts, blocks = totals[kind].tolist()
+        out |= {f"{prefix}walk_mat": tokens / max(forwards, 1),
+                f"{prefix}anchor_accept_len": 1 + drafts / max(blocks, 1)}
+    return out
+
+
 def _summarize_train(pending: list[dict], head: bool) -> dict:
     """A train interval: the mean objective and gradient norm, the statistics over the interval, λ at its end."""
     record = summarize(jax.tree.map(lambda *x: np.sum(x, axis=0), *pending), head)
@@ -497,9 +568,9 @@ def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
         def step_fn(state, batch, lr, step):
             return train_step(state, model.params, batch, lr, lams[step], np.int32(step), **statics)
 
+        metrics = common.MetricsLog(out_dir / "metrics.jsonl", keep_until=step)
         state, step, last_eval = common.train_loop(
-            cfg, step=step, state=state, batcher=batcher,
-            metrics=common.MetricsLog(out_dir / "metrics.jsonl", keep_until=step), train_step=step_fn,
+            cfg, step=step, state=state, batcher=batcher, metrics=metrics, train_step=step_fn,
             summarize=lambda pending: _summarize_train(pending, cfg.domino),
             evaluate=None if eval_rows is None else (
                 lambda state: evaluate(eval_rows, cfg.batch_size, state["params"], model.params, cfg.domino,
@@ -507,14 +578,29 @@ def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
             save=lambda step, state, position: checkpoints.save(step, state, {"step": step, "data": position}),
             stop_at=stop_at, time_limit=time_limit, progress=progress, desc=f"train {cfg.command}",
             precompile=None if eval_rows is None else functools.partial(
-                lambda shapes: eval_step.lower(shapes, model.params, eval_rows.rows(np.arange(cfg.batch_size)),
-                                               jnp.int32(0), **statics).compile(), common.shapes_of(state["params"])))
-    result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
+                _compile_evaluations, common.shapes_of(state["params"]), model.params,
+                eval_rows.rows(np.arange(cfg.batch_size)), statics))
+        result = {"step": step, "finished": step >= cfg.steps, "eval": last_eval}
+        if result["finished"] and eval_rows is not None:
+            # The decode loop drafts B − 1 tokens a block (Domino too, unless --full-block).
+            result["walk"] = walk_evaluate(eval_rows, cfg.batch_size, state["params"], model.params, cfg.domino,
+                                           cfg.block_size - 1, **statics)
+            metrics.write({"step": step, "split": "walk", **result["walk"]})
+            if progress:
+                tqdm.write("jspec: held-out MAT of the decode loop replayed over the answers "
+                           + ", ".join(f"{k} {v:.3f}" for k, v in result["walk"].items()), file=sys.stderr)
     if result["finished"]:
         result["size_bytes"] = export_drafter(graphdef, state["params"], out_dir / "drafter", export_dtype,
                                               model.cfg.num_layers)
         plot_metrics(out_dir / "metrics.jsonl", out_dir / "training.png")
     return result
+
+
+def _compile_evaluations(param_shapes: PyTree, target_params: nnx.State, batch: dict[str, np.ndarray],
+                         statics: dict) -> None:
+    """Ahead-of-time compiles of the evaluation steps (shapes only: the live parameters are donated)."""
+    eval_step.lower(param_shapes, target_params, batch, jnp.int32(0), **statics).compile()
+    accepted_everywhere.lower(param_shapes, target_params, batch, **statics).compile()
 
 
 def _restore(checkpoints: Checkpoints, step: int, dcfg: DFlashConfig | DominoConfig, cfg: DFlashTrainConfig):
