@@ -19,7 +19,8 @@
 #       `distill/` folder instead, 2 minutes less), DFlash and Domino (TF + curriculum) at STEPS each on that data,
 #       then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and
 #       vanilla + domino_block at the others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
-#       BENCH_METHODS: the first bench's methods).
+#       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
+#       default tf_curriculum). Each finished training run ends with its held-out walk (metrics.jsonl "walk").
 #       Touches $RESULTS/train-bench.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -54,18 +55,20 @@ case "${1:?head|train-profile|train-bench}" in
     rm -f "$results/train-bench.done"
     while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 5; done
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
-    rm -rf "$work/distill" "$work/dflash" "$work/domino_tf_curriculum"
+    variant=${DOMINO_VARIANT:-tf_curriculum}
+    rm -rf "$work/distill" "$work/dflash" "$work/domino_$variant"
     train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
     data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
     if [ -n "${DISTILLED:-}" ]; then tar xzf "$DISTILLED" -C "$work" && data=""; fi
-    bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino tf_curriculum"
+    bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino $variant"
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
         methods=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail}
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=$methods issue5 bench"
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} DOMINO_RUN=domino_$variant CANDIDATES=$k METHODS=$methods issue5 bench"
       else
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} CANDIDATES=$k METHODS=vanilla,domino_block BENCH_NAME=bench5_k$k \
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} DOMINO_RUN=domino_$variant CANDIDATES=$k METHODS=vanilla,domino_block \
+BENCH_NAME=bench5_k$k \
 issue5 bench"
       fi
       first=0

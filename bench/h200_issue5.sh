@@ -4,14 +4,16 @@
 #
 #   bash bench/h200_issue5.sh probe          # steps/s of the three trainers on a small distilled set -> rates.json
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation)
-#   bash bench/h200_issue5.sh domino [tf_curriculum|tf|ttt|ttt_curriculum]   # Domino drafter (default: TF +
-#                                            # curriculum; ttt: without it, as in the paper's ablation)
+#   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum]   # Domino drafter
+#                                            # (default: TF + curriculum; _half: λ at 0 half-way; ttt: without it,
+#                                            # as in the paper's ablation)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
 #                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
 #                                            # head's candidates, default 32; FULL_BLOCK=1: --full-block; CHUNK:
 #                                            # --candidate-chunk; XLA_SELECT=1: --xla-select; HEAD_DRAFTS:
-#                                            # --head-drafts)
+#                                            # --head-drafts; DOMINO_RUN: the Domino run folder, default
+#                                            # domino_tf_curriculum)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
@@ -30,10 +32,11 @@ source bench/h200_env.sh
 variant_flags() {
   case "$1" in
     tf_curriculum) echo "" ;;
+    tf_curriculum_half) echo "--curriculum-fraction 0.5" ;;  # λ reaches 0 half-way (SpecForge's code default)
     tf) echo "--no-curriculum" ;;
     ttt) echo "--ttt --no-curriculum" ;;  # the paper's TTT row
     ttt_curriculum) echo "--ttt" ;;
-    *) echo "unknown domino variant $1 (tf_curriculum|tf|ttt|ttt_curriculum)" >&2; exit 2 ;;
+    *) echo "unknown domino variant $1 (tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum)" >&2; exit 2 ;;
   esac
 }
 
@@ -75,7 +78,7 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
     methods=vanilla,dflash,domino,domino_topk,domino_block,graft_tail
     [ "$temp" = 0 ] || methods=vanilla,dflash,domino,graft_tail
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
-      --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/domino_tf_curriculum/drafter" \
+      --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" \
       --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} \
       ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} --dataset "$tasks" $bench_size \
       --out "$out/$name" > "$out/$name.log" 2>&1 \
