@@ -304,9 +304,14 @@ def test_walk_replays_the_decode_loop_over_the_held_out_answers(workspace, train
     backbone = drafter.backbone if kind == "domino" else drafter
     objective = dflash_train.Objective(taps=backbone.cfg.tap_layers, anchors=cfg.anchors_per_seq,
                                        gamma=cfg.gamma_decay, ttt=False, seed=cfg.seed, compute_dtype="float32")
-    f32 = dflash_train.walk_evaluate(pad_rows(pack(held_out, cfg.seq_len), cfg.batch_size), cfg.batch_size,
-                                     nnx.to_pure_dict(params), model.params, kind == "domino", cfg.block_size - 1,
-                                     graphdef=graphdef, target_graphdef=model.graphdef, objective=objective)
+    rows, statics = pad_rows(pack(held_out, cfg.seq_len), cfg.batch_size), dict(
+        graphdef=graphdef, target_graphdef=model.graphdef, objective=objective)
+    params = nnx.to_pure_dict(params)
+    # The trainer's ahead-of-time compile (a failure there would only be a warning) covers the walk's step too.
+    dflash_train._compile_evaluations(common.shapes_of(params), model.params, rows.rows(np.arange(cfg.batch_size)),
+                                      statics)
+    f32 = dflash_train.walk_evaluate(rows, cfg.batch_size, params, model.params, kind == "domino",
+                                     cfg.block_size - 1, **statics)
     assert set(f32) == set(result["walk"]) and all(abs(f32[k] - v) < 0.05 for k, v in result["walk"].items())
     prompts = [tokens[: np.argmax(mask)].tolist() for tokens, mask in held_out]
     answers = [tokens[mask].tolist() for tokens, mask in held_out]
