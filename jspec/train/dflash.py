@@ -290,20 +290,31 @@ def _chunks(blocks: int, per_block: int) -> int:
     return max(d for d in range(1, min(blocks, limit) + 1) if blocks % d == 0)
 
 
+def _chunked_drafts(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], hidden: Float[Array, "R N B H"],
+                    blocks: Blocks, teacher_forced: bool) -> list[Array | None]:
+    """The M = R·N blocks' draft rows, GRU input tokens, labels, scored mask and (for a teacher-forced head, else
+    None) the head's precomputed GRU states, each split into chunks of blocks whose vocabulary logits fit
+    LOGITS_PER_CHUNK: [M / c, c, ...]."""
+    backbone = model.backbone if isinstance(model, DominoDrafter) else model
+    first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
+    m = blocks.anchors.size
+    rows = hidden[:, :, first : first + j].reshape(m, j, -1)
+    labels, prev, valid = (x.reshape(m, j) for x in (blocks.labels, blocks.prev, blocks.valid))
+    # A teacher-forced GRU reads data tokens only: run it once over all blocks (a batch of M), not per chunk.
+    head_reads_data = isinstance(model, DominoDrafter) and teacher_forced
+    pre = model.head.teacher_forced_pre(embed, rows, prev) if head_reads_data else None
+    c = _chunks(m, j * embed.shape[0])
+    return [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid, pre)]
+
+
 def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
                hidden: Float[Array, "R N B H"], blocks: Blocks, lam: Float[Array, ""], gamma: float,
                ttt: bool) -> tuple[Float[Array, ""], dict[str, Array]]:
     """(1 − λ)·CE(final) + λ·CE(base), each Σ w·CE / Σ w, and summed statistics (see `summarize`)."""
-    backbone = model.backbone if isinstance(model, DominoDrafter) else model
-    first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
-    r, n = blocks.anchors.shape
-    m = r * n
-    rows = hidden[:, :, first : first + j].reshape(m, j, -1)
-    labels, prev, valid = (x.reshape(m, j) for x in (blocks.labels, blocks.prev, blocks.valid))
+    j = blocks.labels.shape[-1]
+    valid = blocks.valid.reshape(-1, j)
     weights = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
-    c = _chunks(m, j * embed.shape[0])
-    # A teacher-forced GRU reads data tokens only: run it once over all blocks (a batch of M), not per loss chunk.
-    pre = model.head.teacher_forced_pre(embed, rows, prev) if isinstance(model, DominoDrafter) and not ttt else None
+    split = _chunked_drafts(model, embed, hidden, blocks, teacher_forced=not ttt)
 
     @jax.checkpoint  # recompute each chunk's logits in the backward pass instead of keeping them all
     def chunk(xs):
@@ -315,7 +326,6 @@ def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"],
     def body(total, xs):
         return jax.tree.map(jnp.add, total, chunk(xs)), None
 
-    split = [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid, pre)]
     zero = jax.eval_shape(chunk, [None if x is None else x[0] for x in split])
     sums, _ = jax.lax.scan(body, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero), split)
     weight = jnp.sum(jnp.where(valid, weights, 0.0))
@@ -407,24 +417,14 @@ def _block_accepted(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V
                     hidden: Float[Array, "R N B H"], blocks: Blocks) -> tuple[Int[Array, "R N"], Int[Array, "R N"]]:
     """Greedy drafts each block accepts (final, base logits), in chunks of blocks like `block_loss`. A head reads the
     data tokens: until a block's first wrong draft they are its own drafts, so the count is the decode loop's."""
-    backbone = model.backbone if isinstance(model, DominoDrafter) else model
-    first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
-    r, n = blocks.anchors.shape
-    m = r * n
-    rows = hidden[:, :, first : first + j].reshape(m, j, -1)
-    labels, prev, valid = (x.reshape(m, j) for x in (blocks.labels, blocks.prev, blocks.valid))
-    pre = model.head.teacher_forced_pre(embed, rows, prev) if isinstance(model, DominoDrafter) else None
-    c = _chunks(m, j * embed.shape[0])
-
     def chunk(xs):
         rows_c, prev_c, labels_c, valid_c, pre_c = xs
         logits = draft_logits(model, embed, lm_head, rows_c, prev_c, False, pre_c)
         return tuple(jnp.sum(jnp.cumprod((jnp.argmax(x, axis=-1) == labels_c) & valid_c, axis=-1), axis=-1)
                      for x in logits)
 
-    split = [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid, pre)]
-    final, base = jax.lax.map(chunk, split)
-    return final.reshape(r, n), base.reshape(r, n)
+    final, base = jax.lax.map(chunk, _chunked_drafts(model, embed, hidden, blocks, teacher_forced=True))
+    return final.reshape(blocks.anchors.shape), base.reshape(blocks.anchors.shape)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "target_graphdef", "objective"))
