@@ -7,6 +7,7 @@ import shlex
 import sys
 import time
 
+from jspec.bench.datasets import DATASETS
 from jspec.errors import UserError
 
 
@@ -129,9 +130,14 @@ def build_parser() -> argparse.ArgumentParser:
                      "(default tr-2.2.2, 81 slots; tr-deep: 2.2.2 plus deeper paths, 109 slots, --budget up to 109)")
     train = sub.add_parser("train", help="drafter training pipeline")
     train_sub = train.add_subparsers(dest="train_command", required=True, parser_class=_Parser)
-    dist = train_sub.add_parser("distill", help="self-distillation data: the target answers ShareGPT prompts")
+    dist = train_sub.add_parser("distill", help="self-distillation data: the target answers ShareGPT (or a "
+                                "benchmark's) prompts")
     dist.add_argument("--model", default="smollm2-135m")
     dist.add_argument("--out", required=True)
+    dist.add_argument("--dataset", default="sharegpt", choices=DATASETS,
+                      help="where the prompts come from (a benchmark's with its bench instruction)")
+    dist.add_argument("--skip", type=int, default=0,
+                      help="records passed over first, in file order: keeps a bench's first --limit prompts out")
     dist.add_argument("--num-prompts", type=_positive_int("--num-prompts"), default=1000)
     dist.add_argument("--max-prompt-tokens", type=_positive_int("--max-prompt-tokens"), default=512)
     dist.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=256)
@@ -146,6 +152,24 @@ def build_parser() -> argparse.ArgumentParser:
                     help="most frequent answer tokens (capped at the target vocabulary)")
     e3.add_argument("--ttt-steps", type=_positive_int("--ttt-steps"), default=7, help="unrolled draft depths")
     _add_train_checkpoint_arguments(e3)
+    ev = train_sub.add_parser("evaluate", help="score exported DFlash/Domino drafters on distilled answers: "
+                              "held-out accept length and the decode loop's walk MAT")
+    ev.add_argument("--model", default="smollm2-135m", help="the target the drafters serve")
+    ev.add_argument("--data", required=True, help="folder written by `jspec train distill`")
+    ev.add_argument("--drafter", action="append", required=True, metavar="DIR",
+                    help="an exported drafter folder (repeat to compare; ratios are against the first)")
+    ev.add_argument("--held-out", type=_positive_int("--held-out"), default=None, metavar="N",
+                    help="score the N records a training run on --data held out (its --eval-records, --seed)")
+    ev.add_argument("--limit", type=_positive_int("--limit"), default=None, help="score the first LIMIT records")
+    ev.add_argument("--seq-len", type=_positive_int("--seq-len"), default=1024)
+    ev.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8)
+    ev.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128)
+    ev.add_argument("--seed", type=int, default=0)
+    ev.add_argument("--compute-dtype", default="auto", choices=("auto", "bfloat16", "float32"),
+                    help="the drafters' matmuls and activations (auto: float32 on CPU, else bfloat16)")
+    ev.add_argument("--target-dtype", choices=("auto", "float32", "bfloat16"), default="auto",
+                    help="the target's forward (auto: bfloat16 on GPU/TPU, float32 on CPU)")
+    ev.add_argument("--out", metavar="FILE", help="also write the scores as JSON")
     for name, what in (("dflash", "a DFlash block drafter"), ("domino", "a Domino drafter (DFlash backbone + GRU "
                                                                          "correction head)")):
         _add_block_train_parser(train_sub.add_parser(name, help=f"train {what} on distillation data"), name)
@@ -324,7 +348,6 @@ def run_bench(args) -> None:
 
     import jax
 
-    from jspec.bench.datasets import DATASETS
     from jspec.bench.report import write_report
     from jspec.bench.runner import BenchConfig, run
     from jspec.methods import get_method
@@ -406,17 +429,38 @@ def run_train(args) -> None:
         return run_train_eagle3(args)
     if args.train_command in ("dflash", "domino"):
         return run_train_dflash(args)
+    if args.train_command == "evaluate":
+        return run_train_evaluate(args)
 
     from jspec.models.loading import load_model
     from jspec.train.distill import DistillConfig, distill
 
     cfg = DistillConfig(num_prompts=args.num_prompts, max_prompt_tokens=args.max_prompt_tokens,
                         max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=args.shard_size,
-                        seed=args.seed, temperature=args.temperature)
+                        seed=args.seed, temperature=args.temperature, dataset=args.dataset, skip=args.skip)
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype)
     n = distill(model, pathlib.Path(args.out), cfg)
     print(f"jspec: {n} distillation records in {args.out}", file=sys.stderr)
+
+
+def run_train_evaluate(args) -> None:
+
+    import jax
+
+    from jspec.models.loading import load_model
+    from jspec.train.evaluate import EvalConfig, evaluate_drafters, format_table
+
+    target_dtype, compute_dtype = (
+        ("float32" if jax.default_backend() == "cpu" else "bfloat16") if d == "auto" else d
+        for d in (args.target_dtype, args.compute_dtype))
+    cfg = EvalConfig(seq_len=args.seq_len, batch_size=args.batch_size, anchors_per_seq=args.anchors_per_seq,
+                     held_out=args.held_out, limit=args.limit, seed=args.seed, compute_dtype=compute_dtype)
+    model = load_model(args.model, dtype=target_dtype)
+    result = evaluate_drafters(model, pathlib.Path(args.data), [pathlib.Path(d) for d in args.drafter], cfg)
+    print(format_table(result))
+    if args.out:
+        pathlib.Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
 
 
 def run_train_eagle3(args) -> None:

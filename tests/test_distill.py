@@ -1,10 +1,11 @@
-"""Self-distillation data on the real SmolLM2: content, loss masks, resumption, settings guard."""
+"""Self-distillation data on the real SmolLM2: content, loss masks, resumption, settings guard, benchmark prompts."""
 
 import json
 
 import numpy as np
 import pytest
 
+from jspec.bench.datasets import load_prompts
 from jspec.errors import UserError
 from jspec.models.loading import load_model
 from jspec.train.distill import DistillConfig, distill, read_dataset
@@ -51,3 +52,29 @@ def test_distill_records_resume_and_guard(smollm2, tmp_path):
 def test_shard_size_must_be_a_multiple_of_the_batch():
     with pytest.raises(UserError, match="multiple"):
         DistillConfig(num_prompts=4, batch_size=3, shard_size=4)
+
+
+@pytest.mark.real_model
+def test_distill_from_a_benchmark_past_its_first_records(smollm2, tmp_path):
+    """Prompts of a bench task after the `skip` the bench reads, with the bench's instruction for it."""
+    cfg = DistillConfig(num_prompts=2, max_prompt_tokens=256, max_new_tokens=4, batch_size=2, shard_size=2,
+                        dataset="gsm8k", skip=3)
+    out = tmp_path / "gsm8k"
+    assert distill(smollm2, out, cfg, progress=False) == 2
+    records = list(read_dataset(out))
+    assert [r[0] for r in records] == [p["id"] for p in load_prompts("gsm8k", 5)[3:]]
+    for _, tokens, mask in records:
+        text = smollm2.tokenizer.decode(tokens[: int(np.argmax(mask))].tolist())
+        assert "Solve the problem step by step" in text
+    assert json.loads((out / "manifest.json").read_text())["config"]["dataset"] == "gsm8k"
+    with pytest.raises(UserError, match="only 4 humaneval prompts after the first 160 records fit 256 tokens; "
+                                        "asked for 5"):
+        distill(smollm2, tmp_path / "he", DistillConfig(num_prompts=5, max_prompt_tokens=256, dataset="humaneval",
+                                                        skip=160, batch_size=1, shard_size=1), progress=False)
+
+
+@pytest.mark.parametrize("change, message", [(dict(dataset="imagenet"), "unknown dataset 'imagenet'"),
+                                             (dict(skip=-1), "--skip must be >= 0")])
+def test_bad_prompt_sources_are_user_errors(change, message):
+    with pytest.raises(UserError, match=message):
+        DistillConfig(num_prompts=4, **change)

@@ -324,6 +324,55 @@ def test_walk_replays_the_decode_loop_over_the_held_out_answers(workspace, train
     assert f32["walk_mat"] > 1.05  # some drafts were accepted: not every step was a single token
 
 
+def test_evaluate_scores_exports_as_the_trainer_scored_them(workspace, trained, tmp_path, capsys):
+    """`jspec train evaluate` on a run's held-out split reproduces the run's last evaluation and its walk, from the
+    exported drafters alone (float32 export, the trainer's bfloat16 compute)."""
+    root, _ = workspace
+    runs = {kind: [r for r in run_metrics(trained[kind][0]) if r["split"] in ("eval", "walk")][-2:]
+            for kind in ("dflash", "domino")}
+    args = ["train", "evaluate", "--model", str(root / "model"), "--data", str(root / "data"),
+            "--drafter", str(trained["dflash"][0] / "drafter"), "--drafter", str(trained["domino"][0] / "drafter"),
+            "--held-out", str(CFG.eval_records), "--seq-len", str(CFG.seq_len), "--batch-size", str(CFG.batch_size),
+            "--anchors-per-seq", str(CFG.anchors_per_seq), "--compute-dtype", "bfloat16", "--out",
+            str(tmp_path / "scores.json")]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "scores.json").read_text())
+    assert result["records"] == CFG.eval_records and [s["kind"] for s in result["drafters"]] == ["dflash", "domino"]
+    for score, (kind, (last_eval, walk)) in zip(result["drafters"], runs.items()):
+        assert last_eval["split"] == "eval" and last_eval["step"] == 30 and walk["split"] == "walk"
+        expected = {k: v for k, v in {**last_eval, **walk}.items() if k not in ("step", "split")
+                    and not k.endswith("loss")}
+        assert set(score) == {"drafter", "kind", "block_size", *expected}, kind
+        for key, value in expected.items():
+            assert score[key] == pytest.approx(value, abs=1e-6), (kind, key)
+    table = capsys.readouterr().out
+    first, second = (s["walk_mat"] for s in result["drafters"])
+    assert f"| {second:.3f} | {second / first:.3f} |" in table and "| dflash |" in table
+    # The first records instead of a held-out split.
+    assert main([*args[:8], "--limit", "3", "--seq-len", str(CFG.seq_len), "--batch-size", str(CFG.batch_size),
+                 "--anchors-per-seq", str(CFG.anchors_per_seq)]) == 0
+    assert capsys.readouterr().out.startswith("3 records, ")
+
+
+@pytest.mark.parametrize("change, message", [
+    (["--held-out", "4", "--limit", "4"], "--held-out and --limit choose the records in two ways"),
+    (["--seq-len", "4", "--anchors-per-seq", "3"], "--seq-len 4 is shorter than a block of .*drafter and its anchor: use at least 5"),
+    (["--anchors-per-seq", "64"], "--anchors-per-seq 64 exceeds the 63 anchor positions"),
+    (["--drafter", "/nowhere"], "/nowhere: no such checkpoint directory"),
+    (["--data", "/nowhere"], "--data /nowhere: no such folder"),
+])
+def test_evaluate_errors(workspace, trained, capsys, change, message):
+    root, _ = workspace
+    args = {"--model": str(root / "model"), "--data": str(root / "data"),
+            "--drafter": str(trained["dflash"][0] / "drafter"), "--seq-len": "64", "--anchors-per-seq": "16"}
+    flags = dict(zip(change[::2], change[1::2]))
+    argv = ["train", "evaluate", *[x for k, v in {**args, **flags}.items() for x in (k, v)]]
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jspec: error:"), err
+    assert re.search(message, err[0]), err[0]
+
+
 def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):
     root, model = workspace
     source = load_dflash_checkpoint(trained["dflash"][0] / "drafter", model.cfg)

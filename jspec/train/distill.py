@@ -1,7 +1,9 @@
 """Self-distillation data: the target regenerates answers to ShareGPT prompts, stored as token ids + loss masks.
 
 Drafters are trained on the target's own outputs (EAGLE-3, DFlash, Domino recipes), so the data is the target's
-continuation of each prompt's first user turn under its chat template. Output folder layout:
+continuation of each prompt's first user turn under its chat template. The prompts can also come from a benchmark,
+with the instruction `jspec bench` gives it, past its first `skip` records: answers from a task's distribution that
+the bench does not use, to score drafters on (`jspec train evaluate`). Output folder layout:
 
     manifest.json        settings (model, seed, sampling, lengths) and the number of shards written
     shard-00000.npz      tokens (int32, concatenated prompt + answer per record), offsets [n + 1],
@@ -19,7 +21,7 @@ import pathlib
 import numpy as np
 from tqdm import tqdm
 
-from jspec.bench.datasets import load_prompts
+from jspec.bench.datasets import DATASETS, load_prompts
 from jspec.decode import generate
 from jspec.errors import UserError
 from jspec.models.loading import LoadedModel
@@ -38,8 +40,14 @@ class DistillConfig:
     seed: int = 0
     temperature: float = 0.0
     top_p: float = 1.0
+    dataset: str = "sharegpt"  # where the prompts come from (jspec.bench.datasets)
+    skip: int = 0  # records of `dataset` passed over first, in file order
 
     def __post_init__(self):
+        if self.dataset not in DATASETS:
+            raise UserError(f"unknown dataset {self.dataset!r}; expected one of {', '.join(DATASETS)}")
+        if self.skip < 0:
+            raise UserError(f"--skip must be >= 0, got {self.skip}")
         if self.shard_size % self.batch_size:
             raise UserError(f"shard size {self.shard_size} must be a multiple of the batch size {self.batch_size}")
 
@@ -50,15 +58,17 @@ def _manifest(model: LoadedModel, cfg: DistillConfig) -> dict:
 
 
 def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, list[int]]]:
-    """The first `num_prompts` ShareGPT first turns (file order) that fit `max_prompt_tokens` under the template."""
+    """The first `num_prompts` prompts of the dataset after its first `skip` records (file order) that fit
+    `max_prompt_tokens` under the chat template."""
     out = []
-    for rec in load_prompts("sharegpt", None):
+    for rec in load_prompts(cfg.dataset, None)[cfg.skip :]:
         ids = model.tokenizer.encode_chat([{"role": "user", "content": rec["prompt"]}])
         if len(ids) <= cfg.max_prompt_tokens:
             out.append((rec["id"], ids))
             if len(out) == cfg.num_prompts:
                 return out
-    raise UserError(f"only {len(out)} ShareGPT prompts fit {cfg.max_prompt_tokens} tokens; asked for "
+    skipped = f" after the first {cfg.skip} records" if cfg.skip else ""
+    raise UserError(f"only {len(out)} {cfg.dataset} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked for "
                     f"{cfg.num_prompts}")
 
 
