@@ -20,7 +20,9 @@
 #       then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and
 #       vanilla + domino_block at the others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
 #       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
-#       default tf_curriculum). Each finished training run ends with its held-out walk (metrics.jsonl "walk").
+#       default tf_curriculum). Each finished training run ends with its held-out walk (metrics.jsonl "walk"); with
+#       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
+#       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench.
 #       Touches $RESULTS/train-bench.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,7 +62,8 @@ case "${1:?head|train-profile|train-bench}" in
     train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
     data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
     if [ -n "${DISTILLED:-}" ]; then tar xzf "$DISTILLED" -C "$work" && data=""; fi
-    bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino $variant"
+    walk=""; [ "${TASK_WALK:-1}" = 1 ] && walk="; DOMINO_RUN=domino_$variant issue5 task-walk"
+    bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino $variant$walk"
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then

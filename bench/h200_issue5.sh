@@ -14,6 +14,9 @@
 #                                            # --candidate-chunk; XLA_SELECT=1: --xla-select; HEAD_DRAFTS:
 #                                            # --head-drafts; DOMINO_RUN: the Domino run folder, default
 #                                            # domino_tf_curriculum)
+#   bash bench/h200_issue5.sh task-walk      # after dflash and domino: bench/task_walk.py, the decode loop's MAT
+#                                            # replayed over answers to each task's prompts past the bench's
+#                                            # (LIMIT), both drafters (DOMINO_RUN as for bench; WALK_PROMPTS)
 #   bash bench/h200_issue5.sh ablation       # domino variants (VARIANTS, comma-separated; and dflash when trained;
 #                                            # TF + curriculum also with its head off: domino_headless) on gsm8k +
 #                                            # humaneval
@@ -53,7 +56,7 @@ train_drafter() {  # kind run_name extra_flags...
   cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true
 }
 
-case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profile}" in
+case "${1:?probe|dflash|domino|bench|task-walk|ablation|head-speed|block-check|costs|profile}" in
   probe)
     rm -rf "$work/probe_data" "$work/probe"
     python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-64}" \
@@ -84,6 +87,12 @@ case "${1:?probe|dflash|domino|bench|ablation|head-speed|block-check|costs|profi
       --out "$out/$name" > "$out/$name.log" 2>&1 \
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;
+  task-walk)
+    timeout "${WALK_TIMEOUT:-480}" python3 bench/task_walk.py --model "$model" --drafter "$work/dflash/drafter" \
+      --drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" --tasks "$tasks" --skip "${LIMIT:-20}" \
+      --prompts "${WALK_PROMPTS:-120}" --batch-size "${WALK_BATCH:-20}" --max-new-tokens "${MAX_NEW:-256}" \
+      --dtype "$dtype" --out "$out/task_walk" 2>&1 | quiet 14 \
+      || echo "task_walk FAILED (or timed out)" ;;
   ablation)
     VARIANTS=${VARIANTS:-tf_curriculum,tf,ttt}
     for v in ${VARIANTS//,/ }; do

@@ -14,9 +14,11 @@ produces the same files as an uninterrupted one (prompts in file order, per-shar
 """
 
 import dataclasses
+import itertools
 import json
 import os
 import pathlib
+from collections.abc import Iterator
 
 import numpy as np
 from tqdm import tqdm
@@ -57,19 +59,27 @@ def _manifest(model: LoadedModel, cfg: DistillConfig) -> dict:
             "config": dataclasses.asdict(cfg)}
 
 
-def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, list[int]]]:
-    """The first `num_prompts` prompts of the dataset after its first `skip` records (file order) that fit
-    `max_prompt_tokens` under the chat template."""
-    out = []
+def _fitting_prompts(model: LoadedModel, cfg: DistillConfig) -> Iterator[tuple[str, list[int]]]:
+    """(id, prompt ids) of the dataset's records after the first `skip` (file order) that fit `max_prompt_tokens`
+    under the chat template."""
     for rec in load_prompts(cfg.dataset, None)[cfg.skip :]:
         ids = model.tokenizer.encode_chat([{"role": "user", "content": rec["prompt"]}])
         if len(ids) <= cfg.max_prompt_tokens:
-            out.append((rec["id"], ids))
-            if len(out) == cfg.num_prompts:
-                return out
-    skipped = f" after the first {cfg.skip} records" if cfg.skip else ""
-    raise UserError(f"only {len(out)} {cfg.dataset} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked for "
-                    f"{cfg.num_prompts}")
+            yield rec["id"], ids
+
+
+def count_prompts(model: LoadedModel, cfg: DistillConfig) -> int:
+    """How many prompts `cfg` can draw from its dataset (`num_prompts` aside)."""
+    return sum(1 for _ in _fitting_prompts(model, cfg))
+
+
+def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, list[int]]]:
+    out = list(itertools.islice(_fitting_prompts(model, cfg), cfg.num_prompts))
+    if len(out) < cfg.num_prompts:
+        skipped = f" after the first {cfg.skip} records" if cfg.skip else ""
+        raise UserError(f"only {len(out)} {cfg.dataset} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked "
+                        f"for {cfg.num_prompts}")
+    return out
 
 
 def distill(model: LoadedModel, out_dir: pathlib.Path, cfg: DistillConfig, progress: bool = True) -> int:
