@@ -22,7 +22,8 @@
 #       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
 #       default tf_curriculum). Each finished training run ends with its held-out walk (metrics.jsonl "walk"); with
 #       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
-#       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench.
+#       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench. TASK_DATA=1 trains on those answers too
+#       (`h200_issue5.sh task-data`; no task walk then); INIT_LAYERS sets both trainers' --init-layers.
 #       Touches $RESULTS/train-bench.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -62,7 +63,11 @@ case "${1:?head|train-profile|train-bench}" in
     train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
     data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
     if [ -n "${DISTILLED:-}" ]; then tar xzf "$DISTILLED" -C "$work" && data=""; fi
-    walk=""; [ "${TASK_WALK:-1}" = 1 ] && walk="; DOMINO_RUN=domino_$variant issue5 task-walk"
+    # Answers to the tasks' later prompts, as training data: the task walk would then score trained-on answers.
+    task_data=${TASK_DATA:-0}; task_walk=${TASK_WALK:-1}
+    if [ "$task_data" = 1 ]; then rm -rf "$work/task_data"; data+="; issue5 task-data"; task_walk=0; fi
+    train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} $train"
+    walk=""; [ "$task_walk" = 1 ] && walk="; DOMINO_RUN=domino_$variant issue5 task-walk"
     bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino $variant$walk"
     first=1
     for k in ${candidates//,/ }; do

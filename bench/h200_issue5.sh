@@ -3,7 +3,10 @@
 # the bench step, the EAGLE-3 drafter and graft state). Settings: bench/h200_env.sh.
 #
 #   bash bench/h200_issue5.sh probe          # steps/s of the three trainers on a small distilled set -> rates.json
-#   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation)
+#   bash bench/h200_issue5.sh task-data      # answers to every prompt of each bench task past the bench's (LIMIT)
+#                                            # -> $work/task_data/<task>; TASK_DATA=1 adds them to the training data
+#   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation; INIT_LAYERS: --init-layers
+#                                            # of both trainers)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum]   # Domino drafter
 #                                            # (default: TF + curriculum; _half: λ at 0 half-way; ttt: without it,
 #                                            # as in the paper's ablation)
@@ -43,20 +46,26 @@ variant_flags() {
   esac
 }
 
+train_data() {  # the ShareGPT answers, and with TASK_DATA=1 the answers of `task-data` too
+  local data="$work/distill"
+  if [ "${TASK_DATA:-0}" = 1 ]; then for t in ${tasks//,/ }; do data+=",$work/task_data/$t"; done; fi
+  echo "$data"
+}
+
 train_drafter() {  # kind run_name extra_flags...
   local kind=$1 name=$2; shift 2
   local steps; steps=$(train_steps)
   echo "$name: $steps steps"
-  python3 -m jspec.cli train "$kind" --model "$model" --data "$work/distill" --out "$work/$name" --steps "$steps" \
+  python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --steps "$steps" \
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
     --eval-every $(( steps / 4 > 0 ? steps / 4 : 1 )) --save-every 250 --resume \
-    --time-limit "${TIME_LIMIT:-420}" "$@" 2>&1 | quiet 8
-  python3 -m jspec.cli train "$kind" --model "$model" --data "$work/distill" --out "$work/$name" --export "$@"
+    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} "$@" 2>&1 | quiet 8
+  python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --export "$@"
   mkdir -p "$out/$name" && cp "$work/$name"/{metrics.jsonl,run.json} "$out/$name/"
   cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true
 }
 
-case "${1:?probe|dflash|domino|bench|task-walk|ablation|head-speed|block-check|costs|profile}" in
+case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|block-check|costs|profile}" in
   probe)
     rm -rf "$work/probe_data" "$work/probe"
     python3 -m jspec.cli train distill --model "$model" --out "$work/probe_data" --num-prompts "${PROBE_PROMPTS:-64}" \
@@ -70,6 +79,12 @@ case "${1:?probe|dflash|domino|bench|task-walk|ablation|head-speed|block-check|c
     python3 bench/train_rates.py "$work"/probe/{eagle3,dflash,domino} --out "$work/rates.json"
     cp "$work/rates.json" "$out/"
     echo "steps in ${TRAIN_SECONDS:-300} s: $(train_steps)" ;;
+  task-data)
+    for t in ${tasks//,/ }; do
+      python3 -m jspec.cli train distill --model "$model" --dataset "$t" --skip "${LIMIT:-20}" --num-prompts all \
+        --max-prompt-tokens 1024 --max-new-tokens "${MAX_NEW:-256}" --batch-size 64 --shard-size 64 --dtype "$dtype" \
+        --out "$work/task_data/$t" 2>&1 | quiet 1
+    done ;;
   dflash)
     train_drafter dflash dflash ;;
   domino)

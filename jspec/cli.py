@@ -138,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="where the prompts come from (a benchmark's with its bench instruction)")
     dist.add_argument("--skip", type=int, default=0,
                       help="records passed over first, in file order: keeps a bench's first --limit prompts out")
-    dist.add_argument("--num-prompts", type=_positive_int("--num-prompts"), default=1000)
+    dist.add_argument("--num-prompts", type=_count_or_all("--num-prompts"), default=1000,
+                      help="how many prompts to answer, or `all` (every one past --skip that fits)")
     dist.add_argument("--max-prompt-tokens", type=_positive_int("--max-prompt-tokens"), default=512)
     dist.add_argument("--max-new-tokens", type=_positive_int("--max-new-tokens"), default=256)
     dist.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8)
@@ -155,7 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev = train_sub.add_parser("evaluate", help="score exported DFlash/Domino drafters on distilled answers: "
                               "held-out accept length and the decode loop's walk MAT")
     ev.add_argument("--model", default="smollm2-135m", help="the target the drafters serve")
-    ev.add_argument("--data", required=True, help="folder written by `jspec train distill`")
+    ev.add_argument("--data", required=True, type=_data_folders,
+                    help="folder written by `jspec train distill` (several: comma-separated, read as one)")
     ev.add_argument("--drafter", action="append", required=True, metavar="DIR",
                     help="an exported drafter folder (repeat to compare; ratios are against the first)")
     ev.add_argument("--held-out", type=_positive_int("--held-out"), default=None, metavar="N",
@@ -177,10 +179,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _count_or_all(name: str):
+    count = _positive_int(name)
+    return lambda text: None if text == "all" else count(text)
+
+
+def _data_folders(value: str) -> list[pathlib.Path]:
+    folders = [pathlib.Path(v.strip()) for v in value.split(",") if v.strip()]
+    if not folders:
+        raise argparse.ArgumentTypeError("names no folder")
+    return folders
+
+
 def _add_train_run_arguments(p: argparse.ArgumentParser, lr: float) -> None:
     """Data, run folder, optimisation and MLP-width flags shared by every `train` drafter command."""
     p.add_argument("--model", default="smollm2-135m", help="the target the drafter serves")
-    p.add_argument("--data", help="folder written by `jspec train distill`")
+    p.add_argument("--data", type=_data_folders,
+                   help="folder written by `jspec train distill` (several: comma-separated, read as one)")
     p.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
     p.add_argument("--steps", type=_positive_int("--steps"), default=2000)
     p.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
@@ -222,6 +237,8 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--anchors-per-seq", type=_positive_int("--anchors-per-seq"), default=128,
                    help="blocks trained per packed row")
     p.add_argument("--gamma-decay", type=float, default=7.0, help="position weights exp(-(k-1)/gamma)")
+    p.add_argument("--init-layers", choices=("random", "target"), default="random",
+                   help="target: start the draft layers as copies of the target's last decoder layers")
     if command == "domino":
         p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
         p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
@@ -457,7 +474,7 @@ def run_train_evaluate(args) -> None:
     cfg = EvalConfig(seq_len=args.seq_len, batch_size=args.batch_size, anchors_per_seq=args.anchors_per_seq,
                      held_out=args.held_out, limit=args.limit, seed=args.seed, compute_dtype=compute_dtype)
     model = load_model(args.model, dtype=target_dtype)
-    result = evaluate_drafters(model, pathlib.Path(args.data), [pathlib.Path(d) for d in args.drafter], cfg)
+    result = evaluate_drafters(model, args.data, [pathlib.Path(d) for d in args.drafter], cfg)
     print(format_table(result))
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
@@ -490,7 +507,7 @@ def run_train_eagle3(args) -> None:
     if args.time_limit is not None and not args.time_limit > 0:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
-    result = train_eagle3(model, pathlib.Path(args.data), out, cfg, resume=args.resume, export_dtype=args.dtype,
+    result = train_eagle3(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
                           stop_at=args.stop_at, time_limit=args.time_limit)
     if result["finished"]:
         print(f"jspec: exported EAGLE-3 drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
@@ -527,12 +544,13 @@ def run_train_dflash(args) -> None:
                             warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
                             num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
                             gamma_decay=args.gamma_decay, intermediate_size=args.intermediate_size,
+                            init_layers=args.init_layers,
                             eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
                             log_every=args.log_every, seed=args.seed, compute_dtype=compute_dtype, **domino)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
-    result = train_dflash(model, pathlib.Path(args.data), out, cfg, resume=args.resume, export_dtype=args.dtype,
+    result = train_dflash(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
                           stop_at=args.stop_at, time_limit=args.time_limit)
     if result["finished"]:
         kind = "Domino" if cfg.domino else "DFlash"

@@ -1,5 +1,6 @@
 """Self-distillation data on the real SmolLM2: content, loss masks, resumption, settings guard, benchmark prompts."""
 
+import dataclasses
 import json
 
 import numpy as np
@@ -71,6 +72,13 @@ def test_distill_from_a_benchmark_past_its_first_records(smollm2, tmp_path):
                                         "asked for 5"):
         distill(smollm2, tmp_path / "he", DistillConfig(num_prompts=5, max_prompt_tokens=256, dataset="humaneval",
                                                         skip=160, batch_size=1, shard_size=1), progress=False)
+    every = DistillConfig(num_prompts=None, max_prompt_tokens=256, max_new_tokens=2, dataset="humaneval", skip=160,
+                          batch_size=2, shard_size=2)  # `--num-prompts all`: every prompt past the skip that fits
+    assert distill(smollm2, tmp_path / "he_all", every, progress=False) == 4
+    assert [r[0] for r in read_dataset(tmp_path / "he_all")] == [p["id"] for p in load_prompts("humaneval", None)[160:]]
+    with pytest.raises(UserError, match="only 0 humaneval prompts after the first 164 records fit 256 tokens; "
+                                        "asked for all"):
+        distill(smollm2, tmp_path / "none", dataclasses.replace(every, skip=164), progress=False)
 
 
 @pytest.mark.parametrize("change, message", [(dict(dataset="imagenet"), "unknown dataset 'imagenet'"),

@@ -388,6 +388,39 @@ def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):
                      dataclasses.replace(init, num_layers=1))
 
 
+@pytest.mark.parametrize("base", [CFG, DOMINO], ids=["dflash", "domino"])
+def test_draft_layers_start_as_copies_of_the_last_target_layers(qwen, base):
+    cfg = dataclasses.replace(base, intermediate_size=None, init_layers="target")
+    first = QWEN.num_layers - cfg.num_layers
+    dcfg = drafter_config(QWEN, cfg)
+    _, params = init_drafter(QWEN, dcfg, cfg, qwen.params)
+    backbone, target = (params["backbone"] if cfg.domino else params), nnx.to_pure_dict(qwen.params)
+    for i in range(cfg.num_layers):
+        src, got = target["layers"][first + i], backbone["layers"][i]
+        for name in ("qkv", "o", "q_norm", "k_norm"):
+            jax.tree.map(np.testing.assert_array_equal, got[name], src["attn"][name])
+        for name in ("input_norm", "post_attn_norm", "mlp"):
+            jax.tree.map(np.testing.assert_array_equal, got[name], src[name])
+    jax.tree.map(np.testing.assert_array_equal, backbone["norm"], target["norm"])
+    d, taps = QWEN.hidden_size, len((dcfg.backbone if cfg.domino else dcfg).tap_layers)
+    np.testing.assert_array_equal(backbone["fc"], np.eye(d, taps * d, (taps - 1) * d))  # the last tap passes through
+    if cfg.domino:  # the head stays random
+        _, fresh = init_drafter(QWEN, dcfg, dataclasses.replace(cfg, init_layers="random"))
+        jax.tree.map(np.testing.assert_array_equal, params["head"], fresh["head"])
+
+
+def test_init_layers_errors(qwen):
+    for change, message in ((dict(num_layers=9), "9 draft layers but the target has only 8"),
+                            (dict(intermediate_size=48), "--intermediate-size 48 differs from the target's 64")):
+        cfg = dataclasses.replace(CFG, init_layers="target", **{"intermediate_size": None, **change})
+        with pytest.raises(UserError, match=message):
+            init_drafter(QWEN, drafter_config(QWEN, cfg), cfg, qwen.params)
+    with pytest.raises(UserError, match="--init-layers must be one of"):
+        dataclasses.replace(CFG, init_layers="target-last")
+    with pytest.raises(UserError, match="--init-layers and --init-backbone both"):
+        dataclasses.replace(DOMINO, init_layers="target", init_backbone="x")
+
+
 # ---- CLI -----------------------------------------------------------------------------------------------------------
 
 def _cli(workspace, command, out, *extra):
@@ -448,6 +481,8 @@ def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
     ("domino", ["--head-off", "--ttt"], "--ttt and --init-backbone apply to `jspec train domino` with its head"),
     ("domino", ["--init-backbone", "/nowhere"], "/nowhere: no such checkpoint directory"),
+    ("dflash", ["--init-layers", "target"], "--intermediate-size 48 differs from the target's 64"),
+    ("dflash", ["--init-layers", "middle"], "argument --init-layers: invalid choice"),
     ("domino", ["--export"], "holds no training run"),
 ])
 def test_cli_errors(workspace, tmp_path, capsys, command, change, message):

@@ -25,8 +25,10 @@ from jspec.methods import build
 from jspec.models.cache import BlockMask, causal_block_mask
 from jspec.models.loading import load_model
 from jspec.spec_decode import speculative_generate
+from jspec.train import common
 from jspec.train.distill import FORMAT, _write_shard
-from jspec.train.eagle3 import Eagle3TrainConfig, drafter_config, export_latest, learning_rate, train_eagle3
+from jspec.train.eagle3 import (Eagle3TrainConfig, drafter_config, export_latest, learning_rate, load_records,
+                               train_eagle3)
 from jspec.train.packing import Batcher, pack
 from jspec.train.ttt import shift_left, ttt_forward
 
@@ -295,6 +297,18 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
     assert weights["lm_head.weight"].dtype == np.float32
 
 
+def test_several_data_folders_read_as_one(workspace):
+    root, _ = workspace
+    one = load_records(root / "data", VOCAB, 64)
+    two = load_records([root / "data", root / "data"], VOCAB, 64)
+    assert len(two) == 2 * len(one)
+    for (t1, m1), (t2, m2) in zip(one + one, two):
+        np.testing.assert_array_equal(t1, t2)
+        np.testing.assert_array_equal(m1, m2)
+    assert common.data_setting([root / "data", root / "data"]) == [str((root / "data").absolute())] * 2
+    assert common.data_setting(root / "data") == str((root / "data").absolute())
+
+
 def test_draft_vocab_is_capped_at_the_target_vocabulary():
     assert drafter_config(TARGET, Eagle3TrainConfig(draft_vocab_size=1000)).draft_vocab_size == VOCAB
     assert drafter_config(TARGET, Eagle3TrainConfig()).intermediate_size == TARGET.intermediate_size
@@ -304,6 +318,9 @@ def test_draft_vocab_is_capped_at_the_target_vocabulary():
     (lambda root, out: ["--data", str(root / "nowhere")], "no such folder"),
     (lambda root, out: ["--data", str(root / "empty")], "holds no records"),
     (lambda root, out: ["--data", str(root / "other_vocab")], "vocabulary of 100 tokens.*has 64"),
+    (lambda root, out: ["--data", f"{root / 'data'},{root / 'nowhere'}"], "nowhere: no such folder"),
+    (lambda root, out: ["--data", f"{root / 'data'},{root / 'other_vocab'}"], "other_vocab was made by a model"),
+    (lambda root, out: ["--data", ","], "--data: names no folder"),
     (lambda root, out: ["--seq-len", "3"], "--seq-len 3 is too short"),
     (lambda root, out: ["--warmup-steps", "4"], "--warmup-steps"),
     (lambda root, out: ["--dtype", "float16"], "invalid choice"),

@@ -8,7 +8,7 @@ import pathlib
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import jax
@@ -73,23 +73,39 @@ def adamw(lr: Float[Array, ""] | float, clip: float) -> optax.GradientTransforma
 
 # ---- data ----------------------------------------------------------------------------------------------------------
 
-def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int,
+DataDirs = pathlib.Path | Sequence[pathlib.Path]  # one distillation folder, or several read as one
+
+
+def data_dirs(data: DataDirs) -> list[pathlib.Path]:
+    return [data] if isinstance(data, pathlib.Path) else list(data)
+
+
+def data_setting(data: DataDirs) -> str | list[str]:
+    """run.json's "data": the folder's absolute path, or the list of them."""
+    paths = [str(d.absolute()) for d in data_dirs(data)]
+    return paths[0] if len(paths) == 1 else paths
+
+
+def load_records(data: DataDirs, vocab_size: int, seq_len: int,
                  usable: Callable[[Bool[np.ndarray, " L"]], bool]) -> list[Record]:
-    """The distillation records cut to `seq_len`, without those whose cut loss mask leaves `usable` nothing to
-    learn."""
-    if not data_dir.is_dir():
-        raise UserError(f"--data {data_dir}: no such folder (make one with `jspec train distill`)")
-    records = [(tokens, mask) for _, tokens, mask in read_dataset(data_dir)]  # checks the manifest first
-    manifest = json.loads((data_dir / "manifest.json").read_text())
-    if manifest.get("vocab_size") != vocab_size:
-        raise UserError(f"--data {data_dir} was made by a model with a vocabulary of {manifest.get('vocab_size')} "
-                        f"tokens ({manifest.get('model')}); the target has {vocab_size}")
-    if not records:
-        raise UserError(f"--data {data_dir} holds no records")
-    kept = [(t[:seq_len], m[:seq_len]) for t, m in records if usable(np.asarray(m[:seq_len], bool))]
+    """The distillation records of every folder, in order, cut to `seq_len`, without those whose cut loss mask
+    leaves `usable` nothing to learn."""
+    kept = []
+    for data_dir in data_dirs(data):
+        if not data_dir.is_dir():
+            raise UserError(f"--data {data_dir}: no such folder (make one with `jspec train distill`)")
+        records = [(tokens, mask) for _, tokens, mask in read_dataset(data_dir)]  # checks the manifest first
+        manifest = json.loads((data_dir / "manifest.json").read_text())
+        if manifest.get("vocab_size") != vocab_size:
+            raise UserError(f"--data {data_dir} was made by a model with a vocabulary of "
+                            f"{manifest.get('vocab_size')} tokens ({manifest.get('model')}); the target has "
+                            f"{vocab_size}")
+        if not records:
+            raise UserError(f"--data {data_dir} holds no records")
+        kept += [(t[:seq_len], m[:seq_len]) for t, m in records if usable(np.asarray(m[:seq_len], bool))]
     if not kept:
-        raise UserError(f"no record of {data_dir} has answer tokens within the first {seq_len} tokens "
-                        "(--seq-len too small for its prompts)")
+        raise UserError(f"no record of --data {','.join(map(str, data_dirs(data)))} has answer tokens within the "
+                        f"first {seq_len} tokens (--seq-len too small for its prompts)")
     return kept
 
 

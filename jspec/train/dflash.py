@@ -60,6 +60,9 @@ GRAD_CLIP = 1.0  # SpecForge's max_grad_norm for DFlash and Domino
 LOGITS_PER_CHUNK = 2**26  # vocabulary logits held at once by the loss (256 MiB in float32)
 
 
+INIT_LAYERS = ("random", "target")
+
+
 @dataclasses.dataclass(frozen=True)
 class DFlashTrainConfig:
     steps: int = 2000
@@ -88,6 +91,7 @@ class DFlashTrainConfig:
     curriculum_fraction: float = 1.0
     ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
     init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
+    init_layers: str = "random"  # "target": the draft layers start as copies of the target's last layers
     compute_dtype: str = "bfloat16"  # the drafter's matmuls and activations (weights and AdamW stay float32)
 
     def __post_init__(self):
@@ -115,6 +119,10 @@ class DFlashTrainConfig:
             raise UserError(f"--intermediate-size must be >= 1, got {self.intermediate_size}")
         if not self.domino and (self.ttt or self.init_backbone):
             raise UserError("--ttt and --init-backbone apply to `jspec train domino` with its head")
+        if self.init_layers not in INIT_LAYERS:
+            raise UserError(f"--init-layers must be one of {', '.join(INIT_LAYERS)}, got {self.init_layers!r}")
+        if self.init_layers != "random" and self.init_backbone:
+            raise UserError("--init-layers and --init-backbone both set the backbone's start: pass one")
 
     @property
     def command(self) -> str:
@@ -488,11 +496,65 @@ def _fresh(dcfg: DFlashConfig | DominoConfig, seed: int) -> DFlashDrafter | Domi
     return cls(dcfg, dtype=jnp.float32, rngs=nnx.Rngs(seed))
 
 
-def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg: DFlashTrainConfig
-                 ) -> tuple[nnx.GraphDef, dict]:
+def target_layer_copy(target_cfg: ModelConfig, backbone: DFlashConfig, target_params: dict) -> dict:
+    """Backbone weights (pure dict, `fc` and the norms included) that start the draft layers as copies of the
+    target's last decoder layers. The layers keep the target's shape, so each copy is exact, except q/k norms when
+    the target has none (they stay at 1). `fc` starts by passing the last tap through, and the final norm is the
+    target's: the copied layers then read context keys/values close to the ones they were trained on.
+    (Copies of the first layers trained worse on CPU: docs/results/2026-12-03-init-layers-smollm2-cpu.md.)"""
+    n, num_target = backbone.num_layers, target_cfg.num_layers
+    if n > num_target:
+        raise UserError(f"--init-layers target: {n} draft layers but the target has only {num_target}")
+    if backbone.intermediate_size != target_cfg.intermediate_size:
+        raise UserError(f"--init-layers target: --intermediate-size {backbone.intermediate_size} differs from the "
+                        f"target's {target_cfg.intermediate_size}")
+    first = num_target - n
+    layers = {}
+    for i in range(n):
+        src = target_params["layers"][first + i]
+        attn = src["attn"]
+        layer = {"input_norm": src["input_norm"], "post_attn_norm": src["post_attn_norm"], "mlp": src["mlp"],
+                 "qkv": attn["qkv"], "o": attn["o"]}
+        if backbone.attention_bias:
+            layer["qkv_bias"] = attn["qkv_bias"]
+        for norm in ("q_norm", "k_norm"):
+            if attn.get(norm) is not None:
+                layer[norm] = attn[norm]
+        layers[i] = layer
+    d, taps = backbone.hidden_size, len(backbone.tap_layers)
+    fc = np.zeros((d, taps * d), np.float32)
+    fc[:, (taps - 1) * d:] = np.eye(d, dtype=np.float32)
+    return {"fc": fc, "layers": layers, "norm": target_params["norm"],
+            "hidden_norm": target_params["layers"][first]["input_norm"]}
+
+
+def _merge_into(params: dict, update: dict) -> dict:
+    """`params` with the leaves of the (partial) `update` in place, as float32 arrays of the same shapes."""
+    out = dict(params)
+    for key, value in update.items():
+        if isinstance(value, dict):
+            out[key] = _merge_into(params[key], value)
+        else:
+            if tuple(np.shape(value)) != tuple(np.shape(params[key])):
+                raise AssertionError(f"{key}: {np.shape(value)} vs {np.shape(params[key])}")
+            out[key] = jnp.array(value, jnp.float32, copy=True)  # own buffers: the train step donates them
+    return out
+
+
+def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg: DFlashTrainConfig,
+                 target_params: nnx.State | None = None) -> tuple[nnx.GraphDef, dict]:
     """(graphdef, float32 params as a pure dict) of the starting drafter: random, with the backbone of
-    `cfg.init_backbone` when given (its architecture must match, except `shift_label`)."""
+    `cfg.init_backbone` when given (its architecture must match, except `shift_label`), or with draft layers copied
+    from the target's (`cfg.init_layers`, which needs `target_params`)."""
     drafter = _fresh(dcfg, cfg.seed)
+    if cfg.init_layers != "random":
+        graphdef, params = nnx.split(drafter)
+        params = nnx.to_pure_dict(params)
+        backbone = dcfg.backbone if isinstance(dcfg, DominoConfig) else dcfg
+        copy = target_layer_copy(target_cfg, backbone, nnx.to_pure_dict(target_params))
+        if isinstance(dcfg, DominoConfig):
+            return graphdef, {**params, "backbone": _merge_into(params["backbone"], copy)}
+        return graphdef, _merge_into(params, copy)
     if cfg.init_backbone:
         source = load_dflash_checkpoint(cfg.init_backbone, target_cfg, "float32")
         source = source.backbone if isinstance(source, DominoDrafter) else source
@@ -517,18 +579,18 @@ def export_drafter(graphdef: nnx.GraphDef, params: dict, path: pathlib.Path, dty
     return (path / WEIGHTS_FILE).stat().st_size
 
 
-def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: DFlashTrainConfig) -> dict:
+def _settings(model: LoadedModel, data_dir: common.DataDirs, cfg: DFlashTrainConfig) -> dict:
     return {"format": FORMAT, "model": model.name, "vocab_size": model.cfg.vocab_size,
-            "data": str(data_dir.absolute()), "config": dataclasses.asdict(cfg)}
+            "data": common.data_setting(data_dir), "config": dataclasses.asdict(cfg)}
 
 
-def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int) -> list[Record]:
+def load_records(data_dir: common.DataDirs, vocab_size: int, seq_len: int) -> list[Record]:
     # An anchor needs two consecutive answer tokens within the row.
     return common.load_records(data_dir, vocab_size, seq_len, lambda mask: bool((mask[:-1] & mask[1:]).any()))
 
 
-def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Path, cfg: DFlashTrainConfig, *,
-                 resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
+def train_dflash(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib.Path, cfg: DFlashTrainConfig,
+                 *, resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
                  time_limit: float | None = None, progress: bool = True) -> dict:
     """Trains (or, with `resume`, continues) a DFlash or (`cfg.domino`) Domino drafter until `cfg.steps`, then
     exports to `out_dir/drafter`. `stop_at` (a step) and `time_limit` (seconds) end the run early after a
@@ -545,7 +607,7 @@ def train_dflash(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Pa
                             "new --out")
         common.save_settings(out_dir, _settings(model, data_dir, cfg), check=step is not None, command=cfg.command)
         if step is None:
-            graphdef, params = init_drafter(model.cfg, dcfg, cfg)
+            graphdef, params = init_drafter(model.cfg, dcfg, cfg, model.params)
             state = {"params": params, "opt": make_optimizer(0.0).init(params)}
             step, position = 0, {"epoch": 0, "row": 0}
         else:

@@ -34,7 +34,7 @@ FORMAT = "jspec-distill-v1"
 
 @dataclasses.dataclass(frozen=True)
 class DistillConfig:
-    num_prompts: int
+    num_prompts: int | None  # None: every prompt of the dataset (past `skip`) that fits
     max_prompt_tokens: int = 512
     max_new_tokens: int = 256
     batch_size: int = 8
@@ -75,10 +75,10 @@ def count_prompts(model: LoadedModel, cfg: DistillConfig) -> int:
 
 def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, list[int]]]:
     out = list(itertools.islice(_fitting_prompts(model, cfg), cfg.num_prompts))
-    if len(out) < cfg.num_prompts:
+    if len(out) < (cfg.num_prompts or 1):
         skipped = f" after the first {cfg.skip} records" if cfg.skip else ""
         raise UserError(f"only {len(out)} {cfg.dataset} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked "
-                        f"for {cfg.num_prompts}")
+                        f"for {cfg.num_prompts or 'all'}")
     return out
 
 

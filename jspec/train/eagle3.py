@@ -93,7 +93,7 @@ def make_optimizer(lr: Float[Array, ""] | float) -> optax.GradientTransformation
 
 # ---- data ----------------------------------------------------------------------------------------------------------
 
-def load_records(data_dir: pathlib.Path, vocab_size: int, seq_len: int) -> list[Record]:
+def load_records(data_dir: common.DataDirs, vocab_size: int, seq_len: int) -> list[Record]:
     """The distillation records cut to `seq_len`, without those that leave nothing to learn."""
     # Step 0 at position t learns token t + 2: a record needs an answer token at index >= 2 within the row.
     return common.load_records(data_dir, vocab_size, seq_len, lambda mask: bool(mask[2:].any()))
@@ -154,9 +154,9 @@ def export_drafter(graphdef: nnx.GraphDef, params: dict, buffers: nnx.State, pat
     return (path / WEIGHTS_FILE).stat().st_size
 
 
-def _settings(model: LoadedModel, data_dir: pathlib.Path, cfg: Eagle3TrainConfig) -> dict:
+def _settings(model: LoadedModel, data_dir: common.DataDirs, cfg: Eagle3TrainConfig) -> dict:
     return {"format": FORMAT, "model": model.name, "vocab_size": model.cfg.vocab_size,
-            "data": str(data_dir.absolute()), "config": dataclasses.asdict(cfg)}
+            "data": common.data_setting(data_dir), "config": dataclasses.asdict(cfg)}
 
 
 def evaluate(rows: Packed, batch_size: int, params, buffers, target_params, **statics) -> dict:
@@ -175,7 +175,7 @@ def _summarize_train(pending: list[dict]) -> dict:
             "acc": summary["acc"], "grad_norm": float(np.mean([p["grad_norm"] for p in pending]))}
 
 
-def train_eagle3(model: LoadedModel, data_dir: pathlib.Path, out_dir: pathlib.Path, cfg: Eagle3TrainConfig, *,
+def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib.Path, cfg: Eagle3TrainConfig, *,
                  resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
                  time_limit: float | None = None, progress: bool = True) -> dict:
     """Trains (or, with `resume`, continues) until `cfg.steps`, then exports to `out_dir/drafter`.

@@ -55,7 +55,7 @@ class EvalConfig:
                             f"{self.compute_dtype!r}")
 
 
-def select_records(model: LoadedModel, data_dir: pathlib.Path, cfg: EvalConfig) -> list[Record]:
+def select_records(model: LoadedModel, data_dir: common.DataDirs, cfg: EvalConfig) -> list[Record]:
     """The records to score: the trainer's held-out split, the first `limit`, or all of them."""
     records = dflash.load_records(data_dir, model.cfg.vocab_size, cfg.seq_len)
     if cfg.held_out is not None:
@@ -93,7 +93,7 @@ def score_drafter(model: LoadedModel, drafter: DFlashDrafter | DominoDrafter, re
     return {"kind": "domino" if head else "dflash", "block_size": backbone.cfg.block_size, **stats, **walk}
 
 
-def evaluate_drafters(model: LoadedModel, data_dir: pathlib.Path, drafter_dirs: list[pathlib.Path],
+def evaluate_drafters(model: LoadedModel, data_dir: common.DataDirs, drafter_dirs: list[pathlib.Path],
                       cfg: EvalConfig) -> dict:
     """Every drafter scored on the same records: {data, records, answer_tokens, config, drafters: [{drafter, ...}]}."""
     if not drafter_dirs:
@@ -102,7 +102,8 @@ def evaluate_drafters(model: LoadedModel, data_dir: pathlib.Path, drafter_dirs: 
     records = select_records(model, data_dir, cfg)
     scores = [{"drafter": str(path), **score_drafter(model, drafter, records, cfg)}
               for path, drafter in zip(drafter_dirs, drafters)]
-    return {"data": str(data_dir), "records": len(records), "answer_tokens": int(sum(m.sum() for _, m in records)),
+    return {"data": common.data_setting(data_dir), "records": len(records),
+            "answer_tokens": int(sum(m.sum() for _, m in records)),
             "config": dataclasses.asdict(cfg), "drafters": scores}
 
 
