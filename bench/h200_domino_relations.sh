@@ -15,10 +15,11 @@
 #       $RESULTS/train-profile.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-bench > /root/tb.log 2>&1 < /dev/null &
 #       after `bash bench/h200_issue3.sh setup` (MODELS=qwen2.5-coder-1.5b), and after `head` when both run
-#       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers; DISTILLED=F.tgz unpacks an earlier run's
-#       `distill/` folder instead, 2 minutes less), DFlash and Domino (TF + curriculum) at STEPS each on that data,
-#       then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and
-#       vanilla + domino_block at the others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
+#       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers, packed into $RESULTS/distilled for later
+#       sessions; DISTILLED=FOLDER unpacks such parts carried in from an earlier session instead, 2-4 minutes
+#       less), DFlash and Domino (TF + curriculum) at STEPS each on that data, then the 5-task bench of vanilla,
+#       dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and vanilla + domino_block at the
+#       others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
 #       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
 #       default tf_curriculum). Each finished training run ends with its held-out walk (metrics.jsonl "walk"); with
 #       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
@@ -59,16 +60,24 @@ case "${1:?head|train-profile|train-bench}" in
     while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 5; done
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
     variant=${DOMINO_VARIANT:-tf_curriculum}
-    rm -rf "$work/distill" "$work/dflash" "$work/domino_$variant"
-    train="STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
-    data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
-    if [ -n "${DISTILLED:-}" ]; then tar xzf "$DISTILLED" -C "$work" && data=""; fi
+    rm -rf "$work/distill" "$work/task_data" "$work/dflash" "$work/domino_$variant"
     # Answers to the tasks' later prompts, as training data: the task walk would then score trained-on answers.
     task_data=${TASK_DATA:-0}; task_walk=${TASK_WALK:-1}
-    if [ "$task_data" = 1 ]; then rm -rf "$work/task_data"; data+="; issue5 task-data"; task_walk=0; fi
-    train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} $train"
+    [ "$task_data" = 1 ] && task_walk=0
+    if [ -n "${DISTILLED:-}" ]; then  # an earlier session's data, carried in as bench/distilled_parts.sh parts
+      bash bench/distilled_parts.sh unpack "$DISTILLED" "$work" || exit 1
+      data=""; [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ] && data="issue5 task-data"
+    else
+      data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
+      [ "$task_data" = 1 ] && data+="; issue5 task-data"
+    fi
+    if [ -n "$data" ]; then  # new data: packed for later sessions (bench/h200_snapshot.sh sends the parts once)
+      bash bench/h200_gpu.sh 0 "$data"
+      rm -f "$results/distilled.sent"; bash bench/distilled_parts.sh pack "$work" "$results/distilled"
+    fi
+    train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
     walk=""; [ "$task_walk" = 1 ] && walk="; DOMINO_RUN=domino_$variant issue5 task-walk"
-    bash bench/h200_gpu.sh 0 "$data; $train issue5 dflash; $train issue5 domino $variant$walk"
+    bash bench/h200_gpu.sh 0 "$train issue5 dflash; $train issue5 domino $variant$walk"
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then

@@ -79,12 +79,11 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     python3 bench/train_rates.py "$work"/probe/{eagle3,dflash,domino} --out "$work/rates.json"
     cp "$work/rates.json" "$out/"
     echo "steps in ${TRAIN_SECONDS:-300} s: $(train_steps)" ;;
-  task-data)
-    for t in ${tasks//,/ }; do
-      python3 -m jspec.cli train distill --model "$model" --dataset "$t" --skip "${LIMIT:-20}" --num-prompts all \
-        --max-prompt-tokens 1024 --max-new-tokens "${MAX_NEW:-256}" --batch-size 64 --shard-size 64 --dtype "$dtype" \
-        --out "$work/task_data/$t" 2>&1 | quiet 1
-    done ;;
+  task-data)  # one process: one model load and one compilation for every task
+    dest=$work/task_data; [[ $tasks == *,* ]] || dest+="/$tasks"  # several datasets go to <out>/<dataset>
+    python3 -m jspec.cli train distill --model "$model" --dataset "$tasks" --skip "${LIMIT:-20}" --num-prompts all \
+      --max-prompt-tokens 1024 --max-new-tokens "${MAX_NEW:-256}" --batch-size 64 --shard-size 64 --dtype "$dtype" \
+      --out "$dest" 2>&1 | tr '\r' '\n' | grep -v '%|' | grep -v '^\s*$' | tail -n 8 ;;
   dflash)
     train_drafter dflash dflash ;;
   domino)

@@ -134,8 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 "benchmark's) prompts")
     dist.add_argument("--model", default="smollm2-135m")
     dist.add_argument("--out", required=True)
-    dist.add_argument("--dataset", default="sharegpt", choices=DATASETS,
-                      help="where the prompts come from (a benchmark's with its bench instruction)")
+    dist.add_argument("--dataset", default="sharegpt", type=_dataset_names,
+                      help="where the prompts come from (a benchmark's with its bench instruction); several, "
+                      "comma-separated: one model load, each dataset's answers in --out/<dataset>")
     dist.add_argument("--skip", type=int, default=0,
                       help="records passed over first, in file order: keeps a bench's first --limit prompts out")
     dist.add_argument("--num-prompts", type=_count_or_all("--num-prompts"), default=1000,
@@ -182,6 +183,18 @@ def build_parser() -> argparse.ArgumentParser:
 def _count_or_all(name: str):
     count = _positive_int(name)
     return lambda text: None if text == "all" else count(text)
+
+
+def _dataset_names(value: str) -> list[str]:
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    if not names:
+        raise argparse.ArgumentTypeError("names no dataset")
+    for name in names:
+        if name not in DATASETS:
+            raise argparse.ArgumentTypeError(f"unknown dataset {name!r}; expected one of {', '.join(DATASETS)}")
+    if len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(f"names a dataset twice: {value!r}")
+    return names
 
 
 def _data_folders(value: str) -> list[pathlib.Path]:
@@ -452,13 +465,17 @@ def run_train(args) -> None:
     from jspec.models.loading import load_model
     from jspec.train.distill import DistillConfig, distill
 
-    cfg = DistillConfig(num_prompts=args.num_prompts, max_prompt_tokens=args.max_prompt_tokens,
-                        max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=args.shard_size,
-                        seed=args.seed, temperature=args.temperature, dataset=args.dataset, skip=args.skip)
+    cfgs = [DistillConfig(num_prompts=args.num_prompts, max_prompt_tokens=args.max_prompt_tokens,
+                          max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=args.shard_size,
+                          seed=args.seed, temperature=args.temperature, dataset=name, skip=args.skip)
+            for name in args.dataset]
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype)
-    n = distill(model, pathlib.Path(args.out), cfg)
-    print(f"jspec: {n} distillation records in {args.out}", file=sys.stderr)
+    out = pathlib.Path(args.out)
+    for cfg in cfgs:  # one model load and, the shapes being equal, one compilation for all of them
+        folder = out if len(cfgs) == 1 else out / cfg.dataset
+        n = distill(model, folder, cfg)
+        print(f"jspec: {n} distillation records in {folder}", file=sys.stderr)
 
 
 def run_train_evaluate(args) -> None:

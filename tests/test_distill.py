@@ -86,3 +86,31 @@ def test_distill_from_a_benchmark_past_its_first_records(smollm2, tmp_path):
 def test_bad_prompt_sources_are_user_errors(change, message):
     with pytest.raises(UserError, match=message):
         DistillConfig(num_prompts=4, **change)
+
+
+@pytest.mark.real_model
+def test_cli_distills_several_datasets_each_into_its_folder(smollm2, smollm2_gguf, tmp_path):
+    """`--dataset gsm8k,humaneval`: one model load, out/<dataset> each, the same records as one dataset at a time."""
+    from jspec.cli import main
+
+    flags = ["--skip", "160", "--num-prompts", "2", "--max-prompt-tokens", "256", "--max-new-tokens", "3",
+             "--batch-size", "2", "--shard-size", "2", "--dtype", "float32"]
+    assert main(["train", "distill", "--model", str(smollm2_gguf), "--dataset", "gsm8k,humaneval",
+                 "--out", str(tmp_path / "tasks"), *flags]) == 0
+    alone = DistillConfig(num_prompts=2, max_prompt_tokens=256, max_new_tokens=3, batch_size=2, shard_size=2,
+                          dataset="gsm8k", skip=160)
+    distill(smollm2, tmp_path / "alone", alone, progress=False)
+    for (rid, tokens, mask), (rid_alone, tokens_alone, _) in zip(read_dataset(tmp_path / "tasks" / "gsm8k"),
+                                                                 read_dataset(tmp_path / "alone"), strict=True):
+        assert rid == rid_alone and np.array_equal(tokens, tokens_alone) and mask.any()
+    assert [r[0] for r in read_dataset(tmp_path / "tasks" / "humaneval")] == \
+        [p["id"] for p in load_prompts("humaneval", None)[160:162]]
+
+
+@pytest.mark.parametrize("names, message", [("gsm8k,imagenet", "unknown dataset 'imagenet'"),
+                                            ("gsm8k,gsm8k", "names a dataset twice"), (",", "names no dataset")])
+def test_cli_rejects_bad_dataset_lists(names, message, tmp_path, capsys):
+    from jspec.cli import main
+
+    assert main(["train", "distill", "--dataset", names, "--out", str(tmp_path / "d")]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "d").exists()
