@@ -25,7 +25,9 @@
 #       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
 #       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench. TASK_DATA=1 trains on those answers too
 #       (`h200_issue5.sh task-data`; no task walk then); INIT_LAYERS sets both trainers' --init-layers.
-#       Touches $RESULTS/train-bench.done.
+#       Continued training across sessions: SEND_DRAFTERS=1 packs both exported drafters into $RESULTS/drafters
+#       (bench/parts.sh; h200_snapshot.sh sends four parts a poll), and INIT_FROM=FOLDER (those parts, carried in
+#       a later session) starts both runs from them (--init-from). Touches $RESULTS/train-bench.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${RESULTS:-/root/results}
@@ -64,20 +66,30 @@ case "${1:?head|train-profile|train-bench}" in
     # Answers to the tasks' later prompts, as training data: the task walk would then score trained-on answers.
     task_data=${TASK_DATA:-0}; task_walk=${TASK_WALK:-1}
     [ "$task_data" = 1 ] && task_walk=0
-    if [ -n "${DISTILLED:-}" ]; then  # an earlier session's data, carried in as bench/distilled_parts.sh parts
-      bash bench/distilled_parts.sh unpack "$DISTILLED" "$work" || exit 1
+    if [ -n "${DISTILLED:-}" ]; then  # an earlier session's data, carried in as bench/parts.sh parts
+      bash bench/parts.sh unpack "$DISTILLED" "$work" || exit 1
       data=""; [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ] && data="issue5 task-data"
     else
       data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
       [ "$task_data" = 1 ] && data+="; issue5 task-data"
     fi
-    if [ -n "$data" ]; then  # new data: packed for later sessions (bench/h200_snapshot.sh sends the parts once)
+    if [ -n "$data" ]; then  # new data: packed for later sessions (bench/h200_snapshot.sh sends the parts)
       bash bench/h200_gpu.sh 0 "$data"
-      rm -f "$results/distilled.sent"; bash bench/distilled_parts.sh pack "$work" "$results/distilled"
+      folders=(distill); [ -d "$work/task_data" ] && folders+=(task_data)
+      bash bench/parts.sh pack "$work" "$results/distilled" "${folders[@]}"
     fi
-    train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} STEPS=${STEPS:?STEPS} TIME_LIMIT=${TIME_LIMIT:-900}"
+    init=""
+    if [ -n "${INIT_FROM:-}" ]; then  # drafters exported by an earlier session, carried in as parts: train on
+      rm -rf "$work/init"; bash bench/parts.sh unpack "$INIT_FROM" "$work/init" || exit 1
+      init="INIT_FROM=$work/init"
+    fi
+    train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} $init STEPS=${STEPS:?STEPS}"
+    train+=" TIME_LIMIT=${TIME_LIMIT:-900}"
     walk=""; [ "$task_walk" = 1 ] && walk="; DOMINO_RUN=domino_$variant issue5 task-walk"
     bash bench/h200_gpu.sh 0 "$train issue5 dflash; $train issue5 domino $variant$walk"
+    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 1.1 GB, about 18 polls to send
+      COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters" dflash/drafter "domino_$variant/drafter"
+    fi
     first=1
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then

@@ -6,7 +6,7 @@
 #   bash bench/h200_issue5.sh task-data      # answers to every prompt of each bench task past the bench's (LIMIT)
 #                                            # -> $work/task_data/<task>; TASK_DATA=1 adds them to the training data
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation; INIT_LAYERS: --init-layers
-#                                            # of both trainers)
+#                                            # of both trainers; INIT_FROM=DIR: --init-from DIR/<run>/drafter)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum]   # Domino drafter
 #                                            # (default: TF + curriculum; _half: λ at 0 half-way; ttt: without it,
 #                                            # as in the paper's ablation)
@@ -59,7 +59,8 @@ train_drafter() {  # kind run_name extra_flags...
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --steps "$steps" \
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
     --eval-every $(( steps / 4 > 0 ? steps / 4 : 1 )) --save-every 250 --resume \
-    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} "$@" 2>&1 | quiet 8
+    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} \
+    ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | quiet 8
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --export "$@"
   mkdir -p "$out/$name" && cp "$work/$name"/{metrics.jsonl,run.json} "$out/$name/"
   cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true

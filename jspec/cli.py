@@ -263,6 +263,9 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
         p.add_argument("--head-off", action="store_true", help="no correction head: the plain DFlash recipe")
         p.add_argument("--init-backbone", metavar="DIR",
                        help="start the backbone from a DFlash/Domino checkpoint (e.g. RUN/drafter)")
+    p.add_argument("--init-from", metavar="DIR",
+                   help="continue training an exported drafter of this kind and shape (e.g. an earlier RUN/drafter):"
+                   " every weight starts from it; AdamW and the learning-rate schedule start afresh")
     _add_train_checkpoint_arguments(p)
 
 
@@ -561,7 +564,7 @@ def run_train_dflash(args) -> None:
                             warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
                             num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
                             gamma_decay=args.gamma_decay, intermediate_size=args.intermediate_size,
-                            init_layers=args.init_layers,
+                            init_layers=args.init_layers, init_from=args.init_from,
                             eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
                             log_every=args.log_every, seed=args.seed, compute_dtype=compute_dtype, **domino)
     if args.time_limit is not None and not args.time_limit > 0:

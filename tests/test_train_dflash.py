@@ -388,6 +388,39 @@ def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):
                      dataclasses.replace(init, num_layers=1))
 
 
+@pytest.mark.parametrize("kind, base", [("dflash", CFG), ("domino", DOMINO)])
+def test_init_from_starts_every_weight_from_an_exported_drafter(workspace, trained, kind, base):
+    root, model = workspace
+    export = trained[kind][0] / "drafter"
+    source = nnx.to_pure_dict(nnx.state(load_dflash_checkpoint(export, model.cfg)))
+    cfg = dataclasses.replace(base, init_from=str(export))
+    _, params = init_drafter(model.cfg, drafter_config(model.cfg, cfg), cfg)
+    jax.tree.map(np.testing.assert_array_equal, params, source)  # the head too
+
+
+def test_training_continues_from_init_from(workspace, trained, tmp_path):
+    """At a learning rate of ~0, the continued run's held-out loss is the exported run's last, not a fresh start's."""
+    root, model = workspace
+    last = [r for r in run_metrics(trained["dflash"][0]) if r["split"] == "eval"][-1]["loss"]
+    still = dataclasses.replace(CFG, steps=10, lr=1e-9, init_from=str(trained["dflash"][0] / "drafter"))
+    train_dflash(model, root / "data", tmp_path / "more", still, export_dtype="float32", progress=False)
+    evals = [r for r in run_metrics(tmp_path / "more") if r["split"] == "eval"]
+    first = [r for r in run_metrics(trained["dflash"][0]) if r["split"] == "eval"][0]["loss"]
+    assert evals[-1]["loss"] == pytest.approx(last, rel=1e-3) and abs(evals[-1]["loss"] - first) > 0.1
+
+
+def test_init_from_errors(workspace, trained):
+    root, model = workspace
+    domino_export = str(trained["domino"][0] / "drafter")
+    with pytest.raises(UserError, match="holds a Domino drafter .with its head.; `jspec train dflash` trains a DFlash"):
+        init_drafter(model.cfg, drafter_config(model.cfg, CFG), dataclasses.replace(CFG, init_from=domino_export))
+    wider = dataclasses.replace(DOMINO, rank=8, init_from=domino_export)
+    with pytest.raises(UserError, match="its drafter differs from the one to train .rank 16 vs 8."):
+        init_drafter(model.cfg, drafter_config(model.cfg, wider), wider)
+    with pytest.raises(UserError, match="--init-backbone and --init-from both set the drafter's start"):
+        dataclasses.replace(DOMINO, init_backbone="x", init_from="y")
+
+
 @pytest.mark.parametrize("base", [CFG, DOMINO], ids=["dflash", "domino"])
 def test_draft_layers_start_as_copies_of_the_last_target_layers(qwen, base):
     cfg = dataclasses.replace(base, intermediate_size=None, init_layers="target")
@@ -481,6 +514,7 @@ def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
     ("domino", ["--head-off", "--ttt"], "--ttt and --init-backbone apply to `jspec train domino` with its head"),
     ("domino", ["--init-backbone", "/nowhere"], "/nowhere: no such checkpoint directory"),
+    ("dflash", ["--init-from", "/nowhere"], "/nowhere: no such checkpoint directory"),
     ("dflash", ["--init-layers", "target"], "--intermediate-size 48 differs from the target's 64"),
     ("dflash", ["--init-layers", "middle"], "argument --init-layers: invalid choice"),
     ("domino", ["--export"], "holds no training run"),

@@ -91,6 +91,9 @@ class DFlashTrainConfig:
     curriculum_fraction: float = 1.0
     ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
     init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
+    # An exported drafter of the same kind and shape whose every weight starts the run: training continued across
+    # machines that keep no checkpoint (AdamW's moments and the schedule start afresh).
+    init_from: str | None = None
     init_layers: str = "random"  # "target": the draft layers start as copies of the target's last layers
     compute_dtype: str = "bfloat16"  # the drafter's matmuls and activations (weights and AdamW stay float32)
 
@@ -121,8 +124,11 @@ class DFlashTrainConfig:
             raise UserError("--ttt and --init-backbone apply to `jspec train domino` with its head")
         if self.init_layers not in INIT_LAYERS:
             raise UserError(f"--init-layers must be one of {', '.join(INIT_LAYERS)}, got {self.init_layers!r}")
-        if self.init_layers != "random" and self.init_backbone:
-            raise UserError("--init-layers and --init-backbone both set the backbone's start: pass one")
+        starts = [flag for flag, on in (("--init-layers", self.init_layers != "random"),
+                                         ("--init-backbone", self.init_backbone), ("--init-from", self.init_from))
+                  if on]
+        if len(starts) > 1:
+            raise UserError(f"{' and '.join(starts)} both set the drafter's start: pass one")
 
     @property
     def command(self) -> str:
@@ -543,9 +549,10 @@ def _merge_into(params: dict, update: dict) -> dict:
 
 def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg: DFlashTrainConfig,
                  target_params: nnx.State | None = None) -> tuple[nnx.GraphDef, dict]:
-    """(graphdef, float32 params as a pure dict) of the starting drafter: random, with the backbone of
-    `cfg.init_backbone` when given (its architecture must match, except `shift_label`), or with draft layers copied
-    from the target's (`cfg.init_layers`, which needs `target_params`)."""
+    """(graphdef, float32 params as a pure dict) of the starting drafter: random, with every weight of
+    `cfg.init_from` or the backbone of `cfg.init_backbone` when given (the architecture must match; for the backbone,
+    except `shift_label`), or with draft layers copied from the target's (`cfg.init_layers`, which needs
+    `target_params`)."""
     drafter = _fresh(dcfg, cfg.seed)
     if cfg.init_layers != "random":
         graphdef, params = nnx.split(drafter)
@@ -555,6 +562,17 @@ def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg
         if isinstance(dcfg, DominoConfig):
             return graphdef, {**params, "backbone": _merge_into(params["backbone"], copy)}
         return graphdef, _merge_into(params, copy)
+    if cfg.init_from:
+        source = load_dflash_checkpoint(cfg.init_from, target_cfg, "float32")
+        if isinstance(source, DominoDrafter) != isinstance(drafter, DominoDrafter):
+            kinds = {True: "a Domino drafter (with its head)", False: "a DFlash drafter (no head)"}
+            raise UserError(f"--init-from {cfg.init_from} holds {kinds[isinstance(source, DominoDrafter)]}; "
+                            f"`jspec train {cfg.command}` trains {kinds[isinstance(drafter, DominoDrafter)]}")
+        diffs = _config_diffs(source.cfg, drafter.cfg)
+        if diffs:
+            raise UserError(f"--init-from {cfg.init_from}: its drafter differs from the one to train "
+                            f"({'; '.join(diffs)})")
+        nnx.update(drafter, nnx.state(source))
     if cfg.init_backbone:
         source = load_dflash_checkpoint(cfg.init_backbone, target_cfg, "float32")
         source = source.backbone if isinstance(source, DominoDrafter) else source
@@ -569,6 +587,18 @@ def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg
         nnx.update(target, nnx.state(source))
     graphdef, params = nnx.split(drafter)
     return graphdef, nnx.to_pure_dict(params)
+
+
+def _config_diffs(have, want, prefix: str = "") -> list[str]:
+    """`name have vs want` for every field where two (nested) drafter configs differ."""
+    diffs = []
+    for f in dataclasses.fields(want):
+        a, b = getattr(have, f.name), getattr(want, f.name)
+        if dataclasses.is_dataclass(b):
+            diffs += _config_diffs(a, b, f"{prefix}{f.name}.")
+        elif a != b:
+            diffs.append(f"{prefix}{f.name} {a} vs {b}")
+    return diffs
 
 
 def export_drafter(graphdef: nnx.GraphDef, params: dict, path: pathlib.Path, dtype: str,
