@@ -15,9 +15,7 @@
 #       $RESULTS/train-profile.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-bench > /root/tb.log 2>&1 < /dev/null &
 #       after `bash bench/h200_issue3.sh setup` (MODELS=qwen2.5-coder-1.5b), and after `head` when both run
-#       (WAIT_FOR=$RESULTS/head.done): distilled data (PROMPTS answers, packed into $RESULTS/distilled for later
-#       sessions; DISTILLED=FOLDER unpacks such parts carried in from an earlier session instead, 2-4 minutes
-#       less), DFlash and Domino (TF + curriculum) at STEPS each on that data, then the 5-task bench of vanilla,
+#       (WAIT_FOR=$RESULTS/head.done): the training data of `data` (below), DFlash and Domino (TF + curriculum) at STEPS each on that data, then the 5-task bench of vanilla,
 #       dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and vanilla + domino_block at the
 #       others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
 #       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
@@ -27,7 +25,13 @@
 #       (`h200_issue5.sh task-data`; no task walk then); INIT_LAYERS sets both trainers' --init-layers.
 #       Continued training across sessions: SEND_DRAFTERS=1 packs both exported drafters into $RESULTS/drafters
 #       (bench/parts.sh; h200_snapshot.sh sends four parts a poll), and INIT_FROM=FOLDER (those parts, carried in
-#       a later session) starts both runs from them (--init-from). Touches $RESULTS/train-bench.done.
+#       a later session) starts both runs from them (--init-from). BENCH=0 skips the benches (train and pack
+#       only, when a session's device time is short). Touches $RESULTS/train-bench.done.
+#   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
+#       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones) and, with TASK_DATA=1,
+#       the tasks' answers, each packed as soon as it exists into $RESULTS/distilled and $RESULTS/task_data for
+#       later sessions (h200_snapshot.sh sends the parts). DISTILLED=FOLDER[,FOLDER] unpacks such parts carried in
+#       from earlier sessions instead (2-6 minutes less); what they lack is made. Touches $RESULTS/data.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${RESULTS:-/root/results}
@@ -35,7 +39,25 @@ work=${WORK:-/root/work}
 candidates=${CANDIDATES_LIST:-32}
 mkdir -p "$results/issue5"
 
-case "${1:?head|train-profile|train-bench}" in
+# Answers to the tasks' later prompts, as training data: the task walk would then score trained-on answers.
+task_data=${TASK_DATA:-0}; task_walk=${TASK_WALK:-1}
+
+make_data() {  # $work/distill, and $work/task_data with TASK_DATA=1: unpacked from DISTILLED (comma-separated
+  # bench/parts.sh folders carried in from earlier sessions), else made, each packed as soon as it exists
+  # ($RESULTS/distilled, $RESULTS/task_data) so that polls send it back even if the machine is lost later
+  local parts list=${DISTILLED:-}
+  for parts in ${list//,/ }; do bash bench/parts.sh unpack "$parts" "$work" || return 1; done
+  if [ ! -d "$work/distill" ]; then
+    bash bench/h200_gpu.sh 0 "issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill" || return 1
+    bash bench/parts.sh pack "$work" "$results/distilled" distill
+  fi
+  if [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ]; then
+    bash bench/h200_gpu.sh 0 "issue5 task-data" || return 1
+    bash bench/parts.sh pack "$work" "$results/task_data" task_data
+  fi
+}
+
+case "${1:?head|train-profile|data|train-bench}" in
   head)
     rm -f "$results/head.done"
     export JSPEC_HOME=${JSPEC_HOME:-/root/jspec_home} PYTHONPATH=/tmp/site:$PWD
@@ -57,27 +79,19 @@ case "${1:?head|train-profile|train-bench}" in
       --model qwen2.5-coder-1.5b --kinds "${KINDS:-dflash,domino,eagle3}" --profile \
       --out "$results/issue5/train_profile" 2>&1 | grep -v Warning | tail -n 8
     touch "$results/train-profile.done" ;;
+  data)  # the training data alone, packed for later sessions (when a session's device time is short)
+    rm -f "$results/data.done"
+    rm -rf "$work/distill" "$work/task_data"
+    make_data || exit 1
+    touch "$results/data.done" ;;
   train-bench)
     rm -f "$results/train-bench.done"
     while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 5; done
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
     variant=${DOMINO_VARIANT:-tf_curriculum}
     rm -rf "$work/distill" "$work/task_data" "$work/dflash" "$work/domino_$variant"
-    # Answers to the tasks' later prompts, as training data: the task walk would then score trained-on answers.
-    task_data=${TASK_DATA:-0}; task_walk=${TASK_WALK:-1}
     [ "$task_data" = 1 ] && task_walk=0
-    if [ -n "${DISTILLED:-}" ]; then  # an earlier session's data, carried in as bench/parts.sh parts
-      bash bench/parts.sh unpack "$DISTILLED" "$work" || exit 1
-      data=""; [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ] && data="issue5 task-data"
-    else
-      data="issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill"
-      [ "$task_data" = 1 ] && data+="; issue5 task-data"
-    fi
-    if [ -n "$data" ]; then  # new data: packed for later sessions (bench/h200_snapshot.sh sends the parts)
-      bash bench/h200_gpu.sh 0 "$data"
-      folders=(distill); [ -d "$work/task_data" ] && folders+=(task_data)
-      bash bench/parts.sh pack "$work" "$results/distilled" "${folders[@]}"
-    fi
+    make_data || exit 1
     init=""
     if [ -n "${INIT_FROM:-}" ]; then  # drafters exported by an earlier session, carried in as parts: train on
       rm -rf "$work/init"; bash bench/parts.sh unpack "$INIT_FROM" "$work/init" || exit 1
@@ -91,6 +105,7 @@ case "${1:?head|train-profile|train-bench}" in
       COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters" dflash/drafter "domino_$variant/drafter"
     fi
     first=1
+    [ "${BENCH:-1}" = 1 ] || candidates=""  # BENCH=0: train (and pack) only, when the session's device time is short
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
         methods=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail}
@@ -103,5 +118,5 @@ issue5 bench"
       first=0
     done
     touch "$results/train-bench.done" ;;
-  *) echo "unknown part $1 (head|train-profile|train-bench)" >&2; exit 2 ;;
+  *) echo "unknown part $1 (head|train-profile|data|train-bench)" >&2; exit 2 ;;
 esac

@@ -83,7 +83,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
   task-data)  # one process: one model load and one compilation for every task
     dest=$work/task_data; [[ $tasks == *,* ]] || dest+="/$tasks"  # several datasets go to <out>/<dataset>
     python3 -m jspec.cli train distill --model "$model" --dataset "$tasks" --skip "${LIMIT:-20}" --num-prompts all \
-      --max-prompt-tokens 1024 --max-new-tokens "${MAX_NEW:-256}" --batch-size 64 --shard-size 64 --dtype "$dtype" \
+      --max-prompt-tokens 1024 --max-new-tokens "${MAX_NEW:-256}" --batch-size "${DBATCH:-256}" \
+      --shard-size "${DBATCH:-256}" --dtype "$dtype" \
       --out "$dest" 2>&1 | tr '\r' '\n' | grep -v '%|' | grep -v '^\s*$' | tail -n 8 ;;
   dflash)
     train_drafter dflash dflash ;;

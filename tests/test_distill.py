@@ -50,6 +50,30 @@ def test_distill_records_resume_and_guard(smollm2, tmp_path):
         list(read_dataset(out))
 
 
+@pytest.mark.real_model
+def test_every_batch_has_the_configured_size(smollm2, tmp_path, monkeypatch):
+    """A short last batch is padded (one decode-loop compilation per run); the padding rows are not recorded."""
+    import jspec.train.distill as distill_module
+
+    batch_rows = []
+
+    def counting_generate(graphdef, params, prompts, **kwargs):
+        batch_rows.append(len(prompts))
+        return generate(graphdef, params, prompts, **kwargs)
+
+    generate = distill_module.generate
+    monkeypatch.setattr(distill_module, "generate", counting_generate)
+    cfg = DistillConfig(num_prompts=3, max_prompt_tokens=128, max_new_tokens=4, batch_size=2, shard_size=2)
+    assert distill(smollm2, tmp_path / "d", cfg, progress=False) == 3
+    assert batch_rows == [2, 2]
+    records = list(read_dataset(tmp_path / "d"))
+    assert len(records) == 3 and len({r[0] for r in records}) == 3
+    # The padded batch's real row is the answer its prompt gets beside another prompt.
+    distill(smollm2, tmp_path / "ref", dataclasses.replace(cfg, num_prompts=4), progress=False)
+    full = list(read_dataset(tmp_path / "ref"))
+    assert [r[1].tolist() for r in records] == [r[1].tolist() for r in full[:3]]
+
+
 def test_shard_size_must_be_a_multiple_of_the_batch():
     with pytest.raises(UserError, match="multiple"):
         DistillConfig(num_prompts=4, batch_size=3, shard_size=4)

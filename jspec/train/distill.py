@@ -102,7 +102,11 @@ def distill(model: LoadedModel, out_dir: pathlib.Path, cfg: DistillConfig, progr
         records = []
         for b in range(0, len(shards[index]), cfg.batch_size):
             batch = shards[index][b : b + cfg.batch_size]
-            res = generate(model.graphdef, model.params, [ids for _, ids in batch], max_new_tokens=cfg.max_new_tokens,
+            # A short last batch is padded with copies of its last prompt: a batch of another size would compile
+            # the decode loop again (once per dataset with `--dataset a,b,...`), which costs more than the rows.
+            rows = [ids for _, ids in batch]
+            rows += [rows[-1]] * (cfg.batch_size - len(rows))
+            res = generate(model.graphdef, model.params, rows, max_new_tokens=cfg.max_new_tokens,
                            sampling=sampling, eos_ids=model.eos_token_ids, seed=cfg.seed + index * cfg.shard_size + b,
                            max_cache_len=width + cfg.max_new_tokens, pad_to=width)
             records += [(rid, ids, new) for (rid, ids), new in zip(batch, res.tokens)]
