@@ -19,7 +19,8 @@
 #       dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and vanilla + domino_block at the
 #       others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
 #       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
-#       default tf_curriculum). Each finished training run ends with its held-out walk (metrics.jsonl "walk"); with
+#       default tf_curriculum; DOMINO_VARIANTS=a,b trains each and benches the one with the highest held-out walk
+#       MAT, bench/best_walk.py). Each finished training run ends with its held-out walk (metrics.jsonl "walk"); with
 #       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
 #       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench. TASK_DATA=1 trains on those answers too
 #       (`h200_issue5.sh task-data`; no task walk then); INIT_LAYERS sets both trainers' --init-layers.
@@ -88,8 +89,10 @@ case "${1:?head|train-profile|data|train-bench}" in
     rm -f "$results/train-bench.done"
     while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 5; done
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
-    variant=${DOMINO_VARIANT:-tf_curriculum}
-    rm -rf "$work/distill" "$work/task_data" "$work/dflash" "$work/domino_$variant"
+    # DOMINO_VARIANTS=a,b trains each recipe; the bench then takes the one with the highest held-out walk MAT
+    variants=${DOMINO_VARIANTS:-${DOMINO_VARIANT:-tf_curriculum}}
+    rm -rf "$work/distill" "$work/task_data" "$work/dflash"
+    for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
     [ "$task_data" = 1 ] && task_walk=0
     make_data || exit 1
     init=""
@@ -99,8 +102,13 @@ case "${1:?head|train-profile|data|train-bench}" in
     fi
     train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} $init STEPS=${STEPS:?STEPS}"
     train+=" TIME_LIMIT=${TIME_LIMIT:-900}"
-    walk=""; [ "$task_walk" = 1 ] && walk="; DOMINO_RUN=domino_$variant issue5 task-walk"
-    bash bench/h200_gpu.sh 0 "$train issue5 dflash; $train issue5 domino $variant$walk"
+    steps="$train issue5 dflash"
+    for variant in ${variants//,/ }; do steps+="; $train issue5 domino $variant"; done
+    bash bench/h200_gpu.sh 0 "$steps"
+    runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
+    best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
+    variant=${best#domino_}; echo "bench takes domino_$variant"
+    [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "DOMINO_RUN=domino_$variant issue5 task-walk"
     if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 1.1 GB, about 18 polls to send
       COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters" dflash/drafter "domino_$variant/drafter"
     fi

@@ -51,8 +51,9 @@ def test_distill_records_resume_and_guard(smollm2, tmp_path):
 
 
 @pytest.mark.real_model
-def test_every_batch_has_the_configured_size(smollm2, tmp_path, monkeypatch):
-    """A short last batch is padded (one decode-loop compilation per run); the padding rows are not recorded."""
+def test_every_batch_has_one_size(smollm2, tmp_path, monkeypatch):
+    """A short last batch is padded to the batch size, or to the prompt count when that is smaller (one decode-loop
+    compilation per run); the padding rows are not recorded."""
     import jspec.train.distill as distill_module
 
     batch_rows = []
@@ -72,6 +73,11 @@ def test_every_batch_has_the_configured_size(smollm2, tmp_path, monkeypatch):
     distill(smollm2, tmp_path / "ref", dataclasses.replace(cfg, num_prompts=4), progress=False)
     full = list(read_dataset(tmp_path / "ref"))
     assert [r[1].tolist() for r in records] == [r[1].tolist() for r in full[:3]]
+    # Fewer prompts than a batch: the batch shrinks to them instead of computing padding rows.
+    batch_rows.clear()
+    small = dataclasses.replace(cfg, num_prompts=3, batch_size=4, shard_size=4)
+    assert distill(smollm2, tmp_path / "small", small, progress=False) == 3
+    assert batch_rows == [3]
 
 
 def test_shard_size_must_be_a_multiple_of_the_batch():

@@ -96,6 +96,7 @@ def distill(model: LoadedModel, out_dir: pathlib.Path, cfg: DistillConfig, progr
     done = sum(1 for i in range(len(shards)) if (out_dir / f"shard-{i:05d}.npz").exists())
     sampling = Sampling(temperature=cfg.temperature, top_p=cfg.top_p)
     width = -(-cfg.max_prompt_tokens // 64) * 64  # one prompt width for every batch: one compilation
+    batch_rows = min(cfg.batch_size, len(prompts))  # never more rows than there are prompts
     bar = tqdm(total=len(prompts), initial=sum(map(len, shards[:done])), desc="distill", unit="prompt",
                disable=not progress)
     for index in range(done, len(shards)):
@@ -105,7 +106,7 @@ def distill(model: LoadedModel, out_dir: pathlib.Path, cfg: DistillConfig, progr
             # A short last batch is padded with copies of its last prompt: a batch of another size would compile
             # the decode loop again (once per dataset with `--dataset a,b,...`), which costs more than the rows.
             rows = [ids for _, ids in batch]
-            rows += [rows[-1]] * (cfg.batch_size - len(rows))
+            rows += [rows[-1]] * (batch_rows - len(rows))
             res = generate(model.graphdef, model.params, rows, max_new_tokens=cfg.max_new_tokens,
                            sampling=sampling, eos_ids=model.eos_token_ids, seed=cfg.seed + index * cfg.shard_size + b,
                            max_cache_len=width + cfg.max_new_tokens, pad_to=width)
