@@ -24,10 +24,12 @@
 #       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
 #       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench. TASK_DATA=1 trains on those answers too
 #       (`h200_issue5.sh task-data`; no task walk then); INIT_LAYERS sets both trainers' --init-layers.
-#       Continued training across sessions: SEND_DRAFTERS=1 packs both exported drafters into $RESULTS/drafters
-#       (bench/parts.sh; h200_snapshot.sh sends four parts a poll), and INIT_FROM=FOLDER (those parts, carried in
-#       a later session) starts both runs from them (--init-from). BENCH=0 skips the benches (train and pack
-#       only, when a session's device time is short). Touches $RESULTS/train-bench.done.
+#       Continued training across sessions: SEND_DRAFTERS=1 packs each exported drafter as soon as it exists,
+#       DFlash into $RESULTS/drafters_dflash, the chosen Domino into $RESULTS/drafters_domino (bench/parts.sh;
+#       h200_snapshot.sh sends four parts a poll, so DFlash's travel during Domino's training), and
+#       INIT_FROM=FOLDER,FOLDER (those parts, carried in a later session) starts both runs from them (--init-from;
+#       CURRICULUM_START: Domino's λ at step 0, below 1 for a head that is already trained). BENCH=0 skips the
+#       benches (train and pack only, when a session's device time is short). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
 #       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones) and, with TASK_DATA=1,
 #       the tasks' answers, each packed as soon as it exists into $RESULTS/distilled and $RESULTS/task_data for
@@ -97,20 +99,25 @@ case "${1:?head|train-profile|data|train-bench}" in
     make_data || exit 1
     init=""
     if [ -n "${INIT_FROM:-}" ]; then  # drafters exported by an earlier session, carried in as parts: train on
-      rm -rf "$work/init"; bash bench/parts.sh unpack "$INIT_FROM" "$work/init" || exit 1
+      rm -rf "$work/init"
+      for parts in ${INIT_FROM//,/ }; do bash bench/parts.sh unpack "$parts" "$work/init" || exit 1; done
       init="INIT_FROM=$work/init"
     fi
     train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} $init STEPS=${STEPS:?STEPS}"
-    train+=" TIME_LIMIT=${TIME_LIMIT:-900}"
-    steps="$train issue5 dflash"
-    for variant in ${variants//,/ }; do steps+="; $train issue5 domino $variant"; done
+    train+=" TIME_LIMIT=${TIME_LIMIT:-900} ${CURRICULUM_START:+CURRICULUM_START=$CURRICULUM_START}"
+    bash bench/h200_gpu.sh 0 "$train issue5 dflash"
+    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 0.5 GB, sent while Domino trains
+      COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_dflash" dflash/drafter
+    fi
+    steps=""
+    for variant in ${variants//,/ }; do steps+="$train issue5 domino $variant; "; done
     bash bench/h200_gpu.sh 0 "$steps"
     runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
     best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
     variant=${best#domino_}; echo "bench takes domino_$variant"
     [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "DOMINO_RUN=domino_$variant issue5 task-walk"
-    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 1.1 GB, about 18 polls to send
-      COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters" dflash/drafter "domino_$variant/drafter"
+    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # 0.6 GB more: about 10 polls
+      COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
     fi
     first=1
     [ "${BENCH:-1}" = 1 ] || candidates=""  # BENCH=0: train (and pack) only, when the session's device time is short

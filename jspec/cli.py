@@ -256,7 +256,9 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
         p.add_argument("--gru-hidden", type=_positive_int("--gru-hidden"), default=1024, help="GRU state width")
         p.add_argument("--rank", type=_positive_int("--rank"), default=256, help="low-rank correction width")
         p.add_argument("--curriculum-fraction", type=float, default=1.0,
-                       help="fraction of the steps over which the base-loss share falls from 1 to 0")
+                       help="fraction of the steps over which the base-loss share falls to 0")
+        p.add_argument("--curriculum-start", type=float, default=1.0,
+                       help="base-loss share at step 0 (below 1 when --init-from continues a trained head)")
         p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
         p.add_argument("--ttt", action="store_true",
                        help="the GRU reads the drafter's own greedy drafts (training-time test), not the data")
@@ -558,7 +560,8 @@ def run_train_dflash(args) -> None:
     domino = {}
     if args.train_command == "domino":
         domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
-                      curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction, ttt=args.ttt,
+                      curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction,
+                      curriculum_start=args.curriculum_start, ttt=args.ttt,
                       init_backbone=args.init_backbone)
     cfg = DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                             warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,

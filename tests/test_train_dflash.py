@@ -191,6 +191,10 @@ def test_curriculum_moves_the_base_share_from_one_to_zero():
     np.testing.assert_allclose(curriculum(dataclasses.replace(cfg, curriculum_fraction=1.0)),
                                1 - np.arange(10) / 10, atol=1e-7)
     assert not curriculum(dataclasses.replace(cfg, curriculum=False)).any()
+    # A continued head starts lower (SpecForge's lambda_base_start) and still reaches 0 at the same step.
+    np.testing.assert_allclose(curriculum(dataclasses.replace(cfg, curriculum_start=0.5)),
+                               [0.5, 0.4, 0.3, 0.2, 0.1, 0, 0, 0, 0, 0], atol=1e-7)
+    assert not curriculum(dataclasses.replace(cfg, curriculum_start=0.0)).any()
     assert not curriculum(dataclasses.replace(CFG, steps=10)).any()  # DFlash has no head: final = base logits
 
 
@@ -512,6 +516,8 @@ def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     ("dflash", ["--gamma-decay", "0"], "--gamma-decay must be > 0"),
     ("dflash", ["--ttt"], "unrecognized arguments: --ttt"),
     ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
+    ("domino", ["--curriculum-start", "1.5"], r"--curriculum-start must be in \[0, 1\], got 1.5"),
+    ("dflash", ["--curriculum-start", "0.5"], "unrecognized arguments: --curriculum-start"),
     ("domino", ["--head-off", "--ttt"], "--ttt and --init-backbone apply to `jspec train domino` with its head"),
     ("domino", ["--init-backbone", "/nowhere"], "/nowhere: no such checkpoint directory"),
     ("dflash", ["--init-from", "/nowhere"], "/nowhere: no such checkpoint directory"),

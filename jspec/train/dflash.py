@@ -15,8 +15,8 @@ a + k + 1), as the released Domino checkpoints do.
 Domino (§1.5): the backbone plus the GRU + low-rank correction head. Teacher forcing: the GRU of row k has read the
 ground-truth block tokens x_a .. x_{a+k}; with `ttt` it reads the bonus and the drafter's own greedy drafts instead
 (training-time test, the paper's weaker alternative). Loss (1 − λ)·CE(final logits) + λ·CE(base logits) with the
-same weights; the base-anchored curriculum moves λ linearly from 1 at step 0 to 0 at `curriculum_fraction` of the
-steps (SpecForge `linear_lambda_base`), or keeps λ = 0 without it.
+same weights; the base-anchored curriculum moves λ linearly from `curriculum_start` (1) at step 0 to 0 at
+`curriculum_fraction` of the steps (SpecForge `linear_lambda_base`), or keeps λ = 0 without it.
 
 The embedding and LM head are the target's, frozen; the drafter keeps float32 weights and computes in
 `compute_dtype` (bfloat16 by default; jspec.models.precision), with AdamW (β 0.9 / 0.95, no weight
@@ -89,6 +89,9 @@ class DFlashTrainConfig:
     # author's training script (the code default there is 0.5); at 0.5 our 1-epoch runs let the backbone drift once
     # the base loss was gone (held-out base loss 6.59 -> 7.09 over the second half).
     curriculum_fraction: float = 1.0
+    # λ at step 0 (SpecForge's `lambda_base_start`). 1 for a fresh head; lower when --init-from continues a trained
+    # Domino drafter, whose trained head would otherwise learn little while λ is still near 1.
+    curriculum_start: float = 1.0
     ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
     init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
     # An exported drafter of the same kind and shape whose every weight starts the run: training continued across
@@ -116,6 +119,8 @@ class DFlashTrainConfig:
             raise UserError(f"--gamma-decay must be > 0, got {self.gamma_decay}")
         if not 0 < self.curriculum_fraction <= 1:
             raise UserError(f"--curriculum-fraction must be in (0, 1], got {self.curriculum_fraction}")
+        if not 0 <= self.curriculum_start <= 1:
+            raise UserError(f"--curriculum-start must be in [0, 1], got {self.curriculum_start}")
         if self.eval_records < 0:
             raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
         if self.intermediate_size is not None and self.intermediate_size < 1:
@@ -150,7 +155,8 @@ def curriculum(cfg: DFlashTrainConfig) -> Float[np.ndarray, " S"]:
     if not (cfg.domino and cfg.curriculum):
         return np.zeros(cfg.steps, np.float32)
     step = np.arange(cfg.steps, dtype=np.float64)
-    return np.clip(1.0 - step / (cfg.curriculum_fraction * cfg.steps), 0.0, 1.0).astype(np.float32)
+    share = cfg.curriculum_start * (1.0 - step / (cfg.curriculum_fraction * cfg.steps))
+    return np.clip(share, 0.0, 1.0).astype(np.float32)
 
 
 def make_optimizer(lr: Float[Array, ""] | float) -> optax.GradientTransformation:
