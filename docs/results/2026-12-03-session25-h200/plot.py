@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from jspec.bench.report import summarize  # noqa: E402 (run from the repository root)
+
 here = pathlib.Path(__file__).parent
 runs = {"s19: 600 steps, ShareGPT": here.parent / "2026-12-02-session19-h200" / "bench5_t0",
         "s22: 400 steps, + task answers": here.parent / "2026-12-03-session22-h200" / "bench5_t0",
@@ -19,14 +21,11 @@ runs = {"s19: 600 steps, ShareGPT": here.parent / "2026-12-02-session19-h200" / 
 
 
 def task_mats(folder: pathlib.Path) -> dict[str, dict[str, float]]:
-    """dataset -> method -> MAT pooled over the dataset's prompts (tokens / steps)."""
-    sums = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0]))
-    for line in open(folder / "results.jsonl"):
-        r = json.loads(line)
-        s = sums[r["dataset"]][r["method"]]
-        s[0] += r["new_tokens"]
-        s[1] += r["steps"]
-    return {d: {m: t / n for m, (t, n) in ms.items()} for d, ms in sums.items()}
+    """dataset -> method -> MAT pooled over the dataset's prompts (the bench summary's rows)."""
+    mats = collections.defaultdict(dict)
+    for row in summarize([json.loads(line) for line in open(folder / "results.jsonl")]):
+        mats[row["dataset"]][row["method"]] = row["mat"]
+    return mats
 
 
 fig, ax = plt.subplots(figsize=(6.5, 4.5))
