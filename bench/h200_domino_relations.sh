@@ -23,12 +23,15 @@
 #       MAT, bench/best_walk.py). Each finished training run ends with its held-out walk (metrics.jsonl "walk"); with
 #       TASK_WALK=1 (the default) the pair is then walked over answers to each task's prompts past the bench's
 #       (`h200_issue5.sh task-walk`, about 3 minutes) before the bench. TASK_DATA=1 trains on those answers too
-#       (`h200_issue5.sh task-data`; no task walk then); INIT_LAYERS sets both trainers' --init-layers.
+#       (`h200_issue5.sh task-data`; no task walk then).
 #       Continued training across sessions: SEND_DRAFTERS=1 packs each exported drafter as soon as it exists,
 #       DFlash into $RESULTS/drafters_dflash, the chosen Domino into $RESULTS/drafters_domino (bench/parts.sh;
 #       h200_snapshot.sh sends four parts a poll, so DFlash's travel during Domino's training), and
 #       INIT_FROM=FOLDER,FOLDER (those parts, carried in a later session) starts both runs from them (--init-from;
-#       CURRICULUM_START: Domino's λ at step 0, below 1 for a head that is already trained). BENCH=0 skips the
+#       with DFlash's parts only, Domino's backbone starts as that DFlash drafter, --init-backbone, its head fresh;
+#       CURRICULUM_START: Domino's λ at step 0, below 1 for a head that is already trained or a backbone that
+#       is). Without INIT_FROM, the draft layers start as copies of the target's (INIT_LAYERS, default target;
+#       random for the older sessions' start). BENCH=0 skips the
 #       benches (train and pack only, when a session's device time is short). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
 #       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones) and, with TASK_DATA=1,
@@ -97,20 +100,28 @@ case "${1:?head|train-profile|data|train-bench}" in
     for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
     [ "$task_data" = 1 ] && task_walk=0
     make_data || exit 1
-    init=""
+    init=""; layers=${INIT_LAYERS:-target}  # copies of the target's last layers: session 26, walk MAT 1.58 -> 1.99
     if [ -n "${INIT_FROM:-}" ]; then  # drafters exported by an earlier session, carried in as parts: train on
       rm -rf "$work/init"
       for parts in ${INIT_FROM//,/ }; do bash bench/parts.sh unpack "$parts" "$work/init" || exit 1; done
-      init="INIT_FROM=$work/init"
+      init="INIT_FROM=$work/init"; layers=random  # the carried weights are the start
     fi
-    train="TASK_DATA=$task_data INIT_LAYERS=${INIT_LAYERS:-random} $init STEPS=${STEPS:?STEPS}"
+    train="TASK_DATA=$task_data INIT_LAYERS=$layers STEPS=${STEPS:?STEPS}"
     train+=" TIME_LIMIT=${TIME_LIMIT:-900} ${CURRICULUM_START:+CURRICULUM_START=$CURRICULUM_START}"
-    bash bench/h200_gpu.sh 0 "$train issue5 dflash"
+    bash bench/h200_gpu.sh 0 "$train $init issue5 dflash"
     if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 0.5 GB, sent while Domino trains
       COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_dflash" dflash/drafter
     fi
     steps=""
-    for variant in ${variants//,/ }; do steps+="$train issue5 domino $variant; "; done
+    for variant in ${variants//,/ }; do
+      # A carried Domino continues; without one, Domino's backbone starts as the carried DFlash drafter (its head
+      # fresh), so both backbones have had the same steps.
+      start=$init
+      if [ -n "$init" ] && [ ! -d "$work/init/domino_$variant/drafter" ]; then
+        start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
+      fi
+      steps+="$train $start issue5 domino $variant; "
+    done
     bash bench/h200_gpu.sh 0 "$steps"
     runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
     best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log

@@ -9,7 +9,8 @@
 #                                            # of both trainers; INIT_FROM=DIR: --init-from DIR/<run>/drafter)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum]   # Domino drafter
 #                                            # (default: TF + curriculum; _half: λ at 0 half-way; ttt: without it,
-#                                            # as in the paper's ablation; CURRICULUM_START: λ at step 0)
+#                                            # as in the paper's ablation; CURRICULUM_START: λ at step 0;
+#                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
 #                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
@@ -90,7 +91,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     train_drafter dflash dflash ;;
   domino)
     v=${2:-tf_curriculum}
-    train_drafter domino "domino_$v" $(variant_flags "$v") ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} ;;
+    train_drafter domino "domino_$v" $(variant_flags "$v") ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} \
+      ${INIT_BACKBONE:+--init-backbone $INIT_BACKBONE} ;;
   bench)
     temp=${TEMP:-0}
     name=${BENCH_NAME:-bench5_t$temp}  # a run split over two GPUs by TASKS needs two names
