@@ -30,9 +30,11 @@
 #       INIT_FROM=FOLDER,FOLDER (those parts, carried in a later session) starts both runs from them (--init-from;
 #       with DFlash's parts only, Domino's backbone starts as that DFlash drafter, --init-backbone, its head fresh;
 #       CURRICULUM_START: Domino's λ at step 0, below 1 for a head that is already trained or a backbone that
-#       is). Without INIT_FROM, the draft layers start as copies of the target's (INIT_LAYERS, default target;
-#       random for the older sessions' start). BENCH=0 skips the
-#       benches (train and pack only, when a session's device time is short). Touches $RESULTS/train-bench.done.
+#       is). TRAIN_DFLASH=0 benches the carried DFlash drafter as it is, with DOMINO_VARIANTS=frozen_backbone
+#       training the Domino head alone on it (Domino = that drafter + a head). Without INIT_FROM, the draft layers
+#       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
+#       BENCH=0 skips the benches (train and pack only, when a session's device time is short). Touches
+#       $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
 #       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones) and, with TASK_DATA=1,
 #       the tasks' answers, each packed as soon as it exists into $RESULTS/distilled and $RESULTS/task_data for
@@ -108,9 +110,14 @@ case "${1:?head|train-profile|data|train-bench}" in
     fi
     train="TASK_DATA=$task_data INIT_LAYERS=$layers STEPS=${STEPS:?STEPS}"
     train+=" TIME_LIMIT=${TIME_LIMIT:-900} ${CURRICULUM_START:+CURRICULUM_START=$CURRICULUM_START}"
-    bash bench/h200_gpu.sh 0 "$train $init issue5 dflash"
-    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 0.5 GB, sent while Domino trains
-      COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_dflash" dflash/drafter
+    if [ "${TRAIN_DFLASH:-1}" = 0 ]; then  # the carried DFlash drafter is the one benched, as it is
+      [ -d "$work/init/dflash/drafter" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts in INIT_FROM" >&2; exit 2; }
+      rm -rf "$work/dflash"; mkdir -p "$work/dflash"; cp -r "$work/init/dflash/drafter" "$work/dflash/"
+    else
+      bash bench/h200_gpu.sh 0 "$train $init issue5 dflash"
+      if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 0.5 GB, sent while Domino trains
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_dflash" dflash/drafter
+      fi
     fi
     steps=""
     for variant in ${variants//,/ }; do

@@ -7,9 +7,10 @@
 #                                            # -> $work/task_data/<task>; TASK_DATA=1 adds them to the training data
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation; INIT_LAYERS: --init-layers
 #                                            # of both trainers; INIT_FROM=DIR: --init-from DIR/<run>/drafter)
-#   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum]   # Domino drafter
-#                                            # (default: TF + curriculum; _half: λ at 0 half-way; ttt: without it,
-#                                            # as in the paper's ablation; CURRICULUM_START: λ at step 0;
+#   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum|frozen_backbone]
+#                                            # Domino drafter (default: TF + curriculum; _half: λ at 0 half-way;
+#                                            # ttt: without it, as in the paper's ablation; frozen_backbone: the
+#                                            # head alone on a trained backbone; CURRICULUM_START: λ at step 0;
 #                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
@@ -43,7 +44,9 @@ variant_flags() {
     tf) echo "--no-curriculum" ;;
     ttt) echo "--ttt --no-curriculum" ;;  # the paper's TTT row
     ttt_curriculum) echo "--ttt" ;;
-    *) echo "unknown domino variant $1 (tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum)" >&2; exit 2 ;;
+    frozen_backbone) echo "--freeze-backbone" ;;  # the head alone, on the INIT_BACKBONE / INIT_FROM backbone
+    *) echo "unknown domino variant $1 (tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum|frozen_backbone)" >&2
+       exit 2 ;;
   esac
 }
 

@@ -265,6 +265,9 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
         p.add_argument("--head-off", action="store_true", help="no correction head: the plain DFlash recipe")
         p.add_argument("--init-backbone", metavar="DIR",
                        help="start the backbone from a DFlash/Domino checkpoint (e.g. RUN/drafter)")
+        p.add_argument("--freeze-backbone", action="store_true",
+                       help="train the head alone; the backbone (from --init-backbone or --init-from) stays as it "
+                       "is, and the curriculum does not apply")
     p.add_argument("--init-from", metavar="DIR",
                    help="continue training an exported drafter of this kind and shape (e.g. an earlier RUN/drafter):"
                    " every weight starts from it; AdamW and the learning-rate schedule start afresh")
@@ -562,7 +565,7 @@ def run_train_dflash(args) -> None:
         domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
                       curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction,
                       curriculum_start=args.curriculum_start, ttt=args.ttt,
-                      init_backbone=args.init_backbone)
+                      init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone)
     cfg = DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                             warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
                             num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,

@@ -392,6 +392,33 @@ def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):
                      dataclasses.replace(init, num_layers=1))
 
 
+def test_frozen_backbone_trains_the_head_alone(workspace, trained, tmp_path):
+    """--freeze-backbone on a trained DFlash drafter: the exported Domino's backbone tensors are the DFlash export's,
+    bit for bit, while the head moved and its loss fell; λ stays 0 (the base loss has nothing to train)."""
+    root, model = workspace
+    dflash_export = trained["dflash"][0] / "drafter"
+    cfg = dataclasses.replace(DOMINO, steps=10, eval_every=5, init_backbone=str(dflash_export), freeze_backbone=True)
+    train_dflash(model, root / "data", tmp_path / "head", cfg, export_dtype="float32", progress=False)
+    base, got = drafter_tensors(trained["dflash"][0]), drafter_tensors(tmp_path / "head")
+    assert base.keys() < got.keys()
+    for name in base:
+        np.testing.assert_array_equal(got[name], base[name], err_msg=name)
+    _, fresh = init_drafter(model.cfg, drafter_config(model.cfg, cfg), cfg)
+    head = nnx.to_pure_dict(nnx.state(load_dflash_checkpoint(tmp_path / "head" / "drafter", model.cfg)))["head"]
+    moved = [not np.allclose(a, b) for a, b in zip(jax.tree.leaves(head), jax.tree.leaves(fresh["head"]))]
+    assert all(moved), moved
+    train = [r for r in run_metrics(tmp_path / "head") if r["split"] == "train"]
+    assert all(r["lambda"] == 0 for r in train) and train[-1]["loss"] < train[0]["loss"]
+    assert not curriculum(cfg).any()
+
+
+def test_freeze_backbone_errors():
+    with pytest.raises(UserError, match="--freeze-backbone keeps the backbone as it starts: give it a trained one"):
+        dataclasses.replace(DOMINO, freeze_backbone=True)
+    with pytest.raises(UserError, match="--freeze-backbone apply to `jspec train domino`"):
+        dataclasses.replace(CFG, freeze_backbone=True, init_from="x")
+
+
 @pytest.mark.parametrize("kind, base", [("dflash", CFG), ("domino", DOMINO)])
 def test_init_from_starts_every_weight_from_an_exported_drafter(workspace, trained, kind, base):
     root, model = workspace
@@ -518,7 +545,9 @@ def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
     ("domino", ["--curriculum-start", "1.5"], r"--curriculum-start must be in \[0, 1\], got 1.5"),
     ("dflash", ["--curriculum-start", "0.5"], "unrecognized arguments: --curriculum-start"),
-    ("domino", ["--head-off", "--ttt"], "--ttt and --init-backbone apply to `jspec train domino` with its head"),
+    ("domino", ["--head-off", "--ttt"],
+     "--ttt, --init-backbone and --freeze-backbone apply to `jspec train domino` with its head"),
+    ("domino", ["--freeze-backbone"], "--freeze-backbone keeps the backbone as it starts"),
     ("domino", ["--init-backbone", "/nowhere"], "/nowhere: no such checkpoint directory"),
     ("dflash", ["--init-from", "/nowhere"], "/nowhere: no such checkpoint directory"),
     ("dflash", ["--init-layers", "target"], "--intermediate-size 48 differs from the target's 64"),

@@ -93,6 +93,9 @@ class DFlashTrainConfig:
     # Domino drafter, whose trained head would otherwise learn little while λ is still near 1.
     curriculum_start: float = 1.0
     ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
+    # Train the Domino head alone on a trained backbone (--init-backbone / --init-from), which then stays exactly the
+    # drafter it started as: Domino = that DFlash drafter + a head, its uncorrected first draft the same.
+    freeze_backbone: bool = False
     init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
     # An exported drafter of the same kind and shape whose every weight starts the run: training continued across
     # machines that keep no checkpoint (AdamW's moments and the schedule start afresh).
@@ -125,8 +128,11 @@ class DFlashTrainConfig:
             raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
         if self.intermediate_size is not None and self.intermediate_size < 1:
             raise UserError(f"--intermediate-size must be >= 1, got {self.intermediate_size}")
-        if not self.domino and (self.ttt or self.init_backbone):
-            raise UserError("--ttt and --init-backbone apply to `jspec train domino` with its head")
+        if not self.domino and (self.ttt or self.init_backbone or self.freeze_backbone):
+            raise UserError("--ttt, --init-backbone and --freeze-backbone apply to `jspec train domino` with its head")
+        if self.freeze_backbone and not (self.init_backbone or self.init_from):
+            raise UserError("--freeze-backbone keeps the backbone as it starts: give it a trained one with "
+                            "--init-backbone (or --init-from)")
         if self.init_layers not in INIT_LAYERS:
             raise UserError(f"--init-layers must be one of {', '.join(INIT_LAYERS)}, got {self.init_layers!r}")
         starts = [flag for flag, on in (("--init-layers", self.init_layers != "random"),
@@ -151,8 +157,9 @@ def drafter_config(target_cfg: ModelConfig, cfg: DFlashTrainConfig) -> DFlashCon
 
 
 def curriculum(cfg: DFlashTrainConfig) -> Float[np.ndarray, " S"]:
-    """λ of every optimizer step: the base-logit share of the Domino loss."""
-    if not (cfg.domino and cfg.curriculum):
+    """λ of every optimizer step: the base-logit share of the Domino loss. 0 throughout with a frozen backbone,
+    where the base loss trains nothing and λ would only scale the head's loss down."""
+    if not (cfg.domino and cfg.curriculum) or cfg.freeze_backbone:
         return np.zeros(cfg.steps, np.float32)
     step = np.arange(cfg.steps, dtype=np.float64)
     share = cfg.curriculum_start * (1.0 - step / (cfg.curriculum_fraction * cfg.steps))
@@ -379,6 +386,7 @@ class Objective:
     ttt: bool
     seed: int
     compute_dtype: str = "bfloat16"
+    freeze_backbone: bool = False  # Domino: gradients reach the head only
 
 
 def _lm_head(target_params: nnx.State) -> Array:
@@ -392,6 +400,8 @@ def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphD
     embed = jax.lax.stop_gradient(target_params["embed"][...])
 
     def loss_fn(params):
+        if objective.freeze_backbone:  # zero gradients, and no weight decay: AdamW leaves the backbone as it is
+            params = {**params, "backbone": jax.lax.stop_gradient(params["backbone"])}
         model = nnx.merge(graphdef, nnx.State(cast_params(params, objective.compute_dtype)))
         backbone = model.backbone if isinstance(model, DominoDrafter) else model
         blocks = sample_blocks(key, batch, objective.anchors, backbone.cfg.num_drafts)
@@ -658,7 +668,8 @@ def train_dflash(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
         statics = dict(graphdef=graphdef, target_graphdef=model.graphdef,
                        objective=Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq,
                                            gamma=cfg.gamma_decay, ttt=cfg.ttt, seed=cfg.seed,
-                                           compute_dtype=cfg.compute_dtype))
+                                           compute_dtype=cfg.compute_dtype,
+                                           freeze_backbone=cfg.freeze_backbone))
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         lams = curriculum(cfg)
