@@ -380,12 +380,13 @@ def test_evaluate_errors(workspace, trained, capsys, change, message):
 def test_domino_backbone_starts_from_a_dflash_run(workspace, trained):
     root, model = workspace
     source = load_dflash_checkpoint(trained["dflash"][0] / "drafter", model.cfg)
-    dcfg = drafter_config(model.cfg, DOMINO)
     init = dataclasses.replace(DOMINO, init_backbone=str(trained["dflash"][0] / "drafter"))
+    dcfg = drafter_config(model.cfg, init)
+    assert dcfg.backbone == source.cfg  # the labelling too: a DFlash export's row k predicts start + k
     _, params = init_drafter(model.cfg, dcfg, init)
     for want, got in zip(jax.tree.leaves(nnx.to_pure_dict(nnx.state(source))), jax.tree.leaves(params["backbone"])):
         np.testing.assert_array_equal(got, want)
-    _, fresh = init_drafter(model.cfg, dcfg, DOMINO)
+    _, fresh = init_drafter(model.cfg, dcfg, dataclasses.replace(DOMINO, init_backbone=None))
     jax.tree.map(np.testing.assert_array_equal, params["head"], fresh["head"])  # the head stays random
     with pytest.raises(UserError, match="differs from the one to train.*num_layers 2 vs 1"):
         init_drafter(model.cfg, drafter_config(model.cfg, dataclasses.replace(init, num_layers=1)),
@@ -410,6 +411,20 @@ def test_frozen_backbone_trains_the_head_alone(workspace, trained, tmp_path):
     train = [r for r in run_metrics(tmp_path / "head") if r["split"] == "train"]
     assert all(r["lambda"] == 0 for r in train) and train[-1]["loss"] < train[0]["loss"]
     assert not curriculum(cfg).any()
+    # The backbone keeps the DFlash labelling (row k predicts start + k): run headless, it drafts DFlash's blocks.
+    assert not load_dflash_checkpoint(tmp_path / "head" / "drafter", model.cfg).backbone.cfg.shift_label
+    rng = np.random.default_rng(11)
+    prompts = [rng.integers(0, VOCAB, 9).tolist(), rng.integers(0, VOCAB, 5).tolist()]
+    kw = dict(max_new_tokens=24, max_cache_len=96)
+    vanilla = generate(model.graphdef, model.params, prompts, **kw).tokens
+    runs = {}
+    for name, drafter in (("dflash", dflash_export), ("dflash", tmp_path / "head" / "drafter"),
+                          ("domino", tmp_path / "head" / "drafter")):
+        method, params = build(name, model, drafter=str(drafter))
+        spec = speculative_generate(model.graphdef, model.params, prompts, method=method, method_params=params, **kw)
+        assert spec.tokens == vanilla, (name, drafter)
+        runs[name, drafter] = [list(a) for a in spec.accepted]
+    assert runs["dflash", dflash_export] == runs["dflash", tmp_path / "head" / "drafter"]
 
 
 def test_freeze_backbone_errors():

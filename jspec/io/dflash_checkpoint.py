@@ -256,12 +256,17 @@ def build_drafter(cfg: DFlashConfig | DominoConfig, tensors: Mapping[str, np.nda
     return nnx.merge(graphdef, state)
 
 
+def read_dflash_config(path: str | os.PathLike, target_cfg: ModelConfig) -> DFlashConfig | DominoConfig:
+    """The config of the DFlash/Domino checkpoint in directory `path`, without reading its weights."""
+    return config_from_dflash_hf(read_config(pathlib.Path(path), "DFlash/Domino"), target_cfg, str(path))
+
+
 def load_dflash_checkpoint(path: str | os.PathLike, target_cfg: ModelConfig, dtype: str = "float32"
                            ) -> DFlashDrafter | DominoDrafter:
     """The DFlash drafter (or Domino drafter, by its config) in directory `path`, for a target of `target_cfg`."""
     path = pathlib.Path(path)
     numpy_dtype(dtype)  # validate early
-    cfg = config_from_dflash_hf(read_config(path, "DFlash/Domino"), target_cfg, str(path))
+    cfg = read_dflash_config(path, target_cfg)
     return build_drafter(cfg, read_safetensors(path), dtype, str(path))
 
 

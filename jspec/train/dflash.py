@@ -45,7 +45,8 @@ from jspec.config import ModelConfig
 from jspec.drafters.dflash import DFlashConfig, DFlashDrafter
 from jspec.drafters.domino import DominoConfig, DominoDrafter
 from jspec.errors import UserError
-from jspec.io.dflash_checkpoint import WEIGHTS_FILE, load_dflash_checkpoint, save_dflash_checkpoint
+from jspec.io.dflash_checkpoint import (WEIGHTS_FILE, load_dflash_checkpoint, read_dflash_config,
+                                       save_dflash_checkpoint)
 from jspec.io.weights import numpy_dtype
 from jspec.models.loading import LoadedModel
 from jspec.models.precision import COMPUTE_DTYPES, cast_params, einsum_f32
@@ -148,9 +149,15 @@ class DFlashTrainConfig:
 
 def drafter_config(target_cfg: ModelConfig, cfg: DFlashTrainConfig) -> DFlashConfig | DominoConfig:
     """The official architecture for the target: its layer shape, DFlash's tap rule, the last id as mask token;
-    Domino adds its head on a `shift_label` backbone with one uncorrected leading draft."""
+    Domino adds its head on a `shift_label` backbone with one uncorrected leading draft. A backbone started from
+    `cfg.init_backbone` keeps that checkpoint's labelling: a DFlash export's row k predicts start + k, and a frozen
+    (or briefly trained) one would draft garbage if asked for start + k + 1."""
+    shift_label = cfg.domino
+    if cfg.domino and cfg.init_backbone:
+        source = read_dflash_config(cfg.init_backbone, target_cfg)
+        shift_label = (source.backbone if isinstance(source, DominoConfig) else source).shift_label
     backbone = DFlashConfig.for_target(target_cfg, cfg.num_layers, block_size=cfg.block_size,
-                                       intermediate_size=cfg.intermediate_size, shift_label=cfg.domino)
+                                       intermediate_size=cfg.intermediate_size, shift_label=shift_label)
     if not cfg.domino:
         return backbone
     return DominoConfig(backbone, gru_hidden=cfg.gru_hidden, rank=cfg.rank, prefix_len=1)
@@ -567,7 +574,7 @@ def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg
                  target_params: nnx.State | None = None) -> tuple[nnx.GraphDef, dict]:
     """(graphdef, float32 params as a pure dict) of the starting drafter: random, with every weight of
     `cfg.init_from` or the backbone of `cfg.init_backbone` when given (the architecture must match; for the backbone,
-    except `shift_label`), or with draft layers copied from the target's (`cfg.init_layers`, which needs
+    whose `shift_label` `drafter_config` takes from it), or with draft layers copied from the target's (`cfg.init_layers`, which needs
     `target_params`)."""
     drafter = _fresh(dcfg, cfg.seed)
     if cfg.init_layers != "random":
@@ -594,8 +601,7 @@ def init_drafter(target_cfg: ModelConfig, dcfg: DFlashConfig | DominoConfig, cfg
         source = source.backbone if isinstance(source, DominoDrafter) else source
         want = drafter.backbone.cfg if isinstance(drafter, DominoDrafter) else drafter.cfg
         diffs = [f"{f.name} {getattr(source.cfg, f.name)} vs {getattr(want, f.name)}"
-                 for f in dataclasses.fields(want) if f.name != "shift_label"
-                 and getattr(source.cfg, f.name) != getattr(want, f.name)]
+                 for f in dataclasses.fields(want) if getattr(source.cfg, f.name) != getattr(want, f.name)]
         if diffs:
             raise UserError(f"--init-backbone {cfg.init_backbone}: its backbone differs from the one to train "
                             f"({'; '.join(diffs)})")
