@@ -36,9 +36,10 @@
 #       BENCH=0 skips the benches (train and pack only, when a session's device time is short). Touches
 #       $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
-#       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones) and, with TASK_DATA=1,
-#       the tasks' answers, each packed as soon as it exists into $RESULTS/distilled and $RESULTS/task_data for
-#       later sessions (h200_snapshot.sh sends the parts). DISTILLED=FOLDER[,FOLDER] unpacks such parts carried in
+#       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones), with FOLLOWUPS=N|all
+#       answers to N of ShareGPT's later user turns after their history (up to 768 prompt tokens), and with
+#       TASK_DATA=1 the tasks' answers, each packed as soon as it exists into $RESULTS/distilled,
+#       $RESULTS/distilled_followups and $RESULTS/task_data for later sessions (h200_snapshot.sh sends the parts). DISTILLED=FOLDER[,FOLDER] unpacks such parts carried in
 #       from earlier sessions instead (2-6 minutes less); what they lack is made. Touches $RESULTS/data.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -58,6 +59,11 @@ make_data() {  # $work/distill, and $work/task_data with TASK_DATA=1: unpacked f
   if [ ! -d "$work/distill" ]; then
     bash bench/h200_gpu.sh 0 "issue4 sharegpt; PROMPTS=${PROMPTS:-5120} issue4 distill" || return 1
     bash bench/parts.sh pack "$work" "$results/distilled" distill
+  fi
+  if [ -n "${FOLLOWUPS:-}" ] && [ ! -d "$work/distill_followups" ]; then  # answers to ShareGPT's later turns
+    bash bench/h200_gpu.sh 0 "TURNS=followups MAX_PROMPT=768 PROMPTS=$FOLLOWUPS DISTILL_DIR=$work/distill_followups \
+issue4 distill" || return 1
+    bash bench/parts.sh pack "$work" "$results/distilled_followups" distill_followups
   fi
   if [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ]; then
     bash bench/h200_gpu.sh 0 "issue5 task-data" || return 1
@@ -89,7 +95,7 @@ case "${1:?head|train-profile|data|train-bench}" in
     touch "$results/train-profile.done" ;;
   data)  # the training data alone, packed for later sessions (when a session's device time is short)
     rm -f "$results/data.done"
-    rm -rf "$work/distill" "$work/task_data"
+    rm -rf "$work/distill" "$work/distill_followups" "$work/task_data"
     make_data || exit 1
     touch "$results/data.done" ;;
   train-bench)
@@ -98,7 +104,7 @@ case "${1:?head|train-profile|data|train-bench}" in
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
     # DOMINO_VARIANTS=a,b trains each recipe; the bench then takes the one with the highest held-out walk MAT
     variants=${DOMINO_VARIANTS:-${DOMINO_VARIANT:-tf_curriculum}}
-    rm -rf "$work/distill" "$work/task_data" "$work/dflash"
+    rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash"
     for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
     [ "$task_data" = 1 ] && task_walk=0
     make_data || exit 1

@@ -5,7 +5,9 @@
 #
 #   bash bench/h200_issue4.sh sharegpt    # ShareGPT subset (carried gzipped in .stage/datasets_sg)
 #   bash bench/h200_issue4.sh distill     # self-distillation data from the 1.5B (resumable; PROMPTS answers to
-#                                         # the prompts past the first DISTILL_SKIP, default 0)
+#                                         # the prompts past the first DISTILL_SKIP, default 0; TURNS=followups:
+#                                         # ShareGPT's later turns, MAX_PROMPT tokens of history and turn, into
+#                                         # DISTILL_DIR instead of $work/distill)
 #   bash bench/h200_issue4.sh train       # EAGLE-3 drafter (steps: STEPS or the probed rate, h200_issue5.sh probe)
 #   bash bench/h200_issue4.sh calibrate   # graft thresholds + warm adjacency from 5 ShareGPT prompts
 #   bash bench/h200_issue4.sh bench       # 7 methods x 5 tasks, 20 prompts, 256 tokens, T = 0
@@ -20,11 +22,13 @@ case "${1:?sharegpt|distill|train|calibrate|bench|throughput|breakdown}" in
     mkdir -p "$JSPEC_HOME/datasets"
     gunzip -c .stage/datasets_sg/sharegpt.jsonl.gz > "$JSPEC_HOME/datasets/sharegpt.jsonl" ;;
   distill)
-    timeout "${TIME_LIMIT:-540}" python3 -m jspec.cli train distill --model "$model" --out "$work/distill" \
-      --num-prompts "${PROMPTS:-7168}" --skip "${DISTILL_SKIP:-0}" --max-prompt-tokens 512 --max-new-tokens 256 --batch-size "${DBATCH:-256}" \
+    dir=${DISTILL_DIR:-$work/distill}
+    timeout "${TIME_LIMIT:-540}" python3 -m jspec.cli train distill --model "$model" --out "$dir" \
+      --num-prompts "${PROMPTS:-7168}" --skip "${DISTILL_SKIP:-0}" --turns "${TURNS:-first}" \
+      --max-prompt-tokens "${MAX_PROMPT:-512}" --max-new-tokens 256 --batch-size "${DBATCH:-256}" \
       --shard-size "${DBATCH:-256}" --dtype "$dtype" 2>&1 | quiet 4
     python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('distill shards', m['shards'])" \
-      "$work/distill/manifest.json" ;;
+      "$dir/manifest.json" ;;
   train)
     steps=$(train_steps)
     echo "eagle3: $steps steps"

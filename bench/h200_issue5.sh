@@ -50,8 +50,10 @@ variant_flags() {
   esac
 }
 
-train_data() {  # the ShareGPT answers, and with TASK_DATA=1 the answers of `task-data` too
+train_data() {  # the ShareGPT answers (and those to its later turns, when made), and with TASK_DATA=1 the
+  # answers of `task-data` too
   local data="$work/distill"
+  [ ! -d "$work/distill_followups" ] || data+=",$work/distill_followups"
   if [ "${TASK_DATA:-0}" = 1 ]; then for t in ${tasks//,/ }; do data+=",$work/task_data/$t"; done; fi
   echo "$data"
 }

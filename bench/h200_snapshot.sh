@@ -5,8 +5,8 @@
 #   bash bench/h200_snapshot.sh /root/tb.log     # in each polling call (from the repo root); prints the log's tail
 #
 # Leaves out checkpoints, exported drafters and distilled data (the bulk); keeps metrics, run settings, bench and
-# task-walk summaries, and the logs. Folders packed by bench/parts.sh under results/ (distilled, task_data,
-# drafters_dflash, drafters_domino) come back too, PARTS_PER_CALL (4) parts a call, as $OUT/<name>/: gather them
+# task-walk summaries, and the logs. Folders packed by bench/parts.sh under results/ (distilled,
+# distilled_followups, task_data, drafters_dflash, drafters_domino) come back too, PARTS_PER_CALL (4) parts a call, as $OUT/<name>/: gather them
 # here under .stage/<name>/ for a later session.
 set -uo pipefail
 root=${SNAPSHOT_ROOT:-/root}
@@ -15,7 +15,7 @@ root=${SNAPSHOT_ROOT:-/root}
   $(ls -d results work/*/metrics.jsonl work/*/run.json work/distill/manifest.json ./*.log 2>/dev/null)) \
   || echo "snapshot: nothing to pack yet"
 budget=${PARTS_PER_CALL:-4}
-for packed in "$root"/results/{distilled,task_data,drafters_dflash,drafters_domino}; do
+for packed in "$root"/results/{distilled,distilled_followups,task_data,drafters_dflash,drafters_domino}; do
   [ -f "$packed/SHA256SUM" ] && [ "$budget" -gt 0 ] || continue
   line=$(bash "$(dirname "$0")/parts.sh" send "$packed" "$budget") || continue
   [[ $line == "sent 0 parts"* ]] || echo "snapshot: $line"

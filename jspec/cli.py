@@ -139,6 +139,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "comma-separated: one model load, each dataset's answers in --out/<dataset>")
     dist.add_argument("--skip", type=int, default=0,
                       help="records passed over first, in file order: keeps a bench's first --limit prompts out")
+    dist.add_argument("--turns", choices=("first", "followups"), default="first",
+                      help="first: each record's first user turn; followups: every later user turn, after the "
+                      "conversation before it (ShareGPT only; more prompts, longer contexts)")
     dist.add_argument("--num-prompts", type=_count_or_all("--num-prompts"), default=1000,
                       help="how many prompts to answer, or `all` (every one past --skip that fits)")
     dist.add_argument("--max-prompt-tokens", type=_positive_int("--max-prompt-tokens"), default=512)
@@ -475,7 +478,8 @@ def run_train(args) -> None:
 
     cfgs = [DistillConfig(num_prompts=args.num_prompts, max_prompt_tokens=args.max_prompt_tokens,
                           max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=args.shard_size,
-                          seed=args.seed, temperature=args.temperature, dataset=name, skip=args.skip)
+                          seed=args.seed, temperature=args.temperature, dataset=name, skip=args.skip,
+                          turns=args.turns)
             for name in args.dataset]
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
     model = load_model(args.model, dtype=dtype)

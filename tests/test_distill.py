@@ -112,7 +112,9 @@ def test_distill_from_a_benchmark_past_its_first_records(smollm2, tmp_path):
 
 
 @pytest.mark.parametrize("change, message", [(dict(dataset="imagenet"), "unknown dataset 'imagenet'"),
-                                             (dict(skip=-1), "--skip must be >= 0")])
+                                             (dict(skip=-1), "--skip must be >= 0"),
+                                             (dict(turns="all"), "--turns must be first or followups"),
+                                             (dict(turns="followups", dataset="gsm8k"), "needs a multi-turn dataset")])
 def test_bad_prompt_sources_are_user_errors(change, message):
     with pytest.raises(UserError, match=message):
         DistillConfig(num_prompts=4, **change)
@@ -144,3 +146,63 @@ def test_cli_rejects_bad_dataset_lists(names, message, tmp_path, capsys):
 
     assert main(["train", "distill", "--dataset", names, "--out", str(tmp_path / "d")]) == 2
     assert message in capsys.readouterr().err and not (tmp_path / "d").exists()
+
+
+def test_followup_turns_keep_the_conversation_before_each(tmp_path, monkeypatch):
+    """Every user turn after the first, with the user and assistant turns before it; system and empty turns dropped;
+    `skip` counts records."""
+    from jspec import assets
+    from jspec.bench.datasets import load_followup_turns
+
+    def turn(role, content):
+        return {"role": role, "content": content}
+
+    long = [turn("system", "be brief"), turn("user", "q1"), turn("assistant", "a1"), turn("user", " "),
+            turn("assistant", "a1b"), turn("user", "q2"), turn("assistant", "a2"), turn("user", "q3")]
+    records = [{"id": "long", "prompt": "q1", "conversation": long},
+               {"id": "single", "prompt": "q", "conversation": [turn("user", "q"), turn("assistant", "a")]},
+               {"id": "pair", "prompt": "p1", "conversation": [turn("user", "p1"), turn("assistant", "b1"),
+                                                               turn("user", "p2")]}]
+    path = tmp_path / "sharegpt.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    monkeypatch.setattr(assets, "dataset_path", lambda name: path)
+
+    turns = list(load_followup_turns("sharegpt"))
+    assert [t["id"] for t in turns] == ["long/turn2", "long/turn3", "pair/turn2"]
+    assert turns[0]["messages"] == [turn("user", "q1"), turn("assistant", "a1"), turn("assistant", "a1b"),
+                                    turn("user", "q2")]
+    assert turns[1]["messages"] == turns[0]["messages"] + [turn("assistant", "a2"), turn("user", "q3")]
+    assert turns[2]["messages"] == records[2]["conversation"]
+    assert [t["id"] for t in load_followup_turns("sharegpt", skip=1)] == ["pair/turn2"]
+    with pytest.raises(UserError, match="no multi-turn conversations"):
+        next(load_followup_turns("gsm8k"))
+
+
+@pytest.mark.real_model
+def test_distill_followup_turns_answers_the_last_turn_after_its_history(smollm2, tmp_path):
+    from jspec.bench.datasets import load_followup_turns
+
+    cfg = DistillConfig(num_prompts=2, max_prompt_tokens=384, max_new_tokens=3, batch_size=2, shard_size=2,
+                        turns="followups")
+    out = tmp_path / "followups"
+    assert distill(smollm2, out, cfg, progress=False) == 2
+    fitting = (t for t in load_followup_turns("sharegpt")
+               if len(smollm2.tokenizer.encode_chat(t["messages"])) <= 384)
+    expected = [next(fitting) for _ in range(2)]
+    records = list(read_dataset(out))
+    assert [r[0] for r in records] == [t["id"] for t in expected]
+    for (_, tokens, mask), turn in zip(records, expected, strict=True):
+        prompt = tokens[: int(np.argmax(mask))].tolist()
+        assert prompt == smollm2.tokenizer.encode_chat(turn["messages"])
+        text = smollm2.tokenizer.decode(prompt, skip_special_tokens=False)
+        assert text.count("<|im_start|>user") >= 2 and text.count("<|im_start|>assistant") >= 2
+        assert text.endswith(turn["messages"][-1]["content"].strip() + "<|im_end|>\n<|im_start|>assistant\n")
+    assert json.loads((out / "manifest.json").read_text())["config"]["turns"] == "followups"
+
+
+def test_cli_rejects_followups_of_a_single_turn_dataset(tmp_path, capsys):
+    from jspec.cli import main
+
+    assert main(["train", "distill", "--dataset", "sharegpt,gsm8k", "--turns", "followups",
+                 "--out", str(tmp_path / "d")]) == 2
+    assert "needs a multi-turn dataset" in capsys.readouterr().err and not (tmp_path / "d").exists()

@@ -1,10 +1,14 @@
-"""Benchmark prompts from the normalised dataset files installed by `jspec assets` (one chat message each)."""
+"""Benchmark prompts from the normalised dataset files installed by `jspec assets` (one chat message each), and the
+later turns of multi-turn conversations (ShareGPT's) for drafter training data."""
 
+import itertools
 import json
+from collections.abc import Iterator
 
 from jspec.errors import UserError
 
 DATASETS = ("humaneval", "gsm8k", "mbpp", "mtbench", "alpaca", "xsum", "sharegpt")
+MULTI_TURN = ("sharegpt",)  # records that keep the whole conversation (jspec/assets.py's "conversation" field)
 
 # How each task is put to a chat model; the raw fields come from jspec/assets.py's normalisers.
 _TEMPLATES = {
@@ -33,3 +37,20 @@ def load_prompts(name: str, limit: int | None = None) -> list[dict]:
             if limit is not None and len(out) >= limit:
                 break
     return out
+
+
+def load_followup_turns(name: str, skip: int = 0) -> Iterator[dict]:
+    """{"id", "messages"} for each non-empty user turn after a conversation's first, in file order, from the records
+    past the first `skip`. `messages` is the conversation up to and including that turn, its non-empty user and
+    assistant turns only; the id is the record's with "/turn<k>" (k counts those user turns from 1: k >= 2 here)."""
+    if name not in MULTI_TURN:
+        raise UserError(f"{name!r} has no multi-turn conversations; follow-up turns come from {', '.join(MULTI_TURN)}")
+    from jspec import assets
+
+    with open(assets.dataset_path(name), encoding="utf-8") as f:
+        for line in itertools.islice(f, skip, None):
+            rec = json.loads(line)
+            turns = [t for t in rec["conversation"] if t["role"] in ("user", "assistant") and t["content"].strip()]
+            asks = [i for i, t in enumerate(turns) if t["role"] == "user"]
+            for k, i in enumerate(asks[1:], start=2):
+                yield {"id": f"{rec['id']}/turn{k}", "messages": turns[: i + 1]}

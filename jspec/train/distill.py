@@ -1,9 +1,11 @@
 """Self-distillation data: the target regenerates answers to ShareGPT prompts, stored as token ids + loss masks.
 
 Drafters are trained on the target's own outputs (EAGLE-3, DFlash, Domino recipes), so the data is the target's
-continuation of each prompt's first user turn under its chat template. The prompts can also come from a benchmark,
-with the instruction `jspec bench` gives it, past its first `skip` records: answers from a task's distribution that
-the bench does not use, to score drafters on (`jspec train evaluate`). Output folder layout:
+continuation of each prompt's first user turn under its chat template; with `turns="followups"`, of each later user
+turn instead, after the conversation before it (ShareGPT's conversations hold about 3.6 user turns each: with
+prompts of up to 768 tokens this about doubles the ShareGPT prompts there are). The prompts can also come from a
+benchmark, with the instruction `jspec bench` gives it, past its first `skip` records: answers from a task's
+distribution that the bench does not use, to score drafters on (`jspec train evaluate`). Output folder layout:
 
     manifest.json        settings (model, seed, sampling, lengths) and the number of shards written
     shard-00000.npz      tokens (int32, concatenated prompt + answer per record), offsets [n + 1],
@@ -23,7 +25,7 @@ from collections.abc import Iterator
 import numpy as np
 from tqdm import tqdm
 
-from jspec.bench.datasets import DATASETS, load_prompts
+from jspec.bench.datasets import DATASETS, MULTI_TURN, load_followup_turns, load_prompts
 from jspec.decode import generate
 from jspec.errors import UserError
 from jspec.models.loading import LoadedModel
@@ -44,10 +46,16 @@ class DistillConfig:
     top_p: float = 1.0
     dataset: str = "sharegpt"  # where the prompts come from (jspec.bench.datasets)
     skip: int = 0  # records of `dataset` passed over first, in file order
+    turns: str = "first"  # "first": each record's first user turn; "followups": every later one, with its history
 
     def __post_init__(self):
         if self.dataset not in DATASETS:
             raise UserError(f"unknown dataset {self.dataset!r}; expected one of {', '.join(DATASETS)}")
+        if self.turns not in ("first", "followups"):
+            raise UserError(f"--turns must be first or followups, got {self.turns!r}")
+        if self.turns == "followups" and self.dataset not in MULTI_TURN:
+            raise UserError(f"--turns followups needs a multi-turn dataset ({', '.join(MULTI_TURN)}), "
+                            f"not {self.dataset!r}")
         if self.skip < 0:
             raise UserError(f"--skip must be >= 0, got {self.skip}")
         if self.shard_size % self.batch_size:
@@ -61,11 +69,16 @@ def _manifest(model: LoadedModel, cfg: DistillConfig) -> dict:
 
 def _fitting_prompts(model: LoadedModel, cfg: DistillConfig) -> Iterator[tuple[str, list[int]]]:
     """(id, prompt ids) of the dataset's records after the first `skip` (file order) that fit `max_prompt_tokens`
-    under the chat template."""
-    for rec in load_prompts(cfg.dataset, None)[cfg.skip :]:
-        ids = model.tokenizer.encode_chat([{"role": "user", "content": rec["prompt"]}])
+    under the chat template: their first user turns, or their later ones with the conversation before each."""
+    if cfg.turns == "followups":
+        chats = ((r["id"], r["messages"]) for r in load_followup_turns(cfg.dataset, cfg.skip))
+    else:
+        chats = ((r["id"], [{"role": "user", "content": r["prompt"]}])
+                 for r in load_prompts(cfg.dataset, None)[cfg.skip :])
+    for rid, messages in chats:
+        ids = model.tokenizer.encode_chat(messages)
         if len(ids) <= cfg.max_prompt_tokens:
-            yield rec["id"], ids
+            yield rid, ids
 
 
 def count_prompts(model: LoadedModel, cfg: DistillConfig) -> int:
@@ -77,7 +90,8 @@ def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, l
     out = list(itertools.islice(_fitting_prompts(model, cfg), cfg.num_prompts))
     if len(out) < (cfg.num_prompts or 1):
         skipped = f" after the first {cfg.skip} records" if cfg.skip else ""
-        raise UserError(f"only {len(out)} {cfg.dataset} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked "
+        kind = " follow-up" if cfg.turns == "followups" else ""
+        raise UserError(f"only {len(out)} {cfg.dataset}{kind} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked "
                         f"for {cfg.num_prompts or 'all'}")
     return out
 
