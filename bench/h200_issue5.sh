@@ -50,12 +50,15 @@ variant_flags() {
   esac
 }
 
-train_data() {  # the ShareGPT answers (and those to its later turns, when made), and with TASK_DATA=1 the
-  # answers of `task-data` too
+train_data() {  # the ShareGPT answers, and with TASK_DATA=1 the answers of `task-data` too
   local data="$work/distill"
-  [ ! -d "$work/distill_followups" ] || data+=",$work/distill_followups"
   if [ "${TASK_DATA:-0}" = 1 ]; then for t in ${tasks//,/ }; do data+=",$work/task_data/$t"; done; fi
   echo "$data"
+}
+
+train_only() {  # answers to ShareGPT's later turns, when made: trained on, never held out (the held-out set stays
+  # that of the runs without them, which a run started from one of those needs)
+  [ ! -d "$work/distill_followups" ] || echo "--train-only-data $work/distill_followups"
 }
 
 train_drafter() {  # kind run_name extra_flags...
@@ -65,7 +68,7 @@ train_drafter() {  # kind run_name extra_flags...
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --steps "$steps" \
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
     --eval-every $(( steps / 4 > 0 ? steps / 4 : 1 )) --save-every 250 --resume \
-    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} \
+    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} $(train_only) \
     ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | quiet 8
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --export "$@"
   mkdir -p "$out/$name" && cp "$work/$name"/{metrics.jsonl,run.json} "$out/$name/"

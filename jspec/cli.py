@@ -212,6 +212,9 @@ def _add_train_run_arguments(p: argparse.ArgumentParser, lr: float) -> None:
     p.add_argument("--model", default="smollm2-135m", help="the target the drafter serves")
     p.add_argument("--data", type=_data_folders,
                    help="folder written by `jspec train distill` (several: comma-separated, read as one)")
+    p.add_argument("--train-only-data", type=_data_folders, default=None, metavar="DATA",
+                   help="more folders whose records only train: the held-out records still come from --data alone, "
+                   "so a run on more data is scored on the same records as one on --data")
     p.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
     p.add_argument("--steps", type=_positive_int("--steps"), default=2000)
     p.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
@@ -537,7 +540,7 @@ def run_train_eagle3(args) -> None:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
     result = train_eagle3(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
-                          stop_at=args.stop_at, time_limit=args.time_limit)
+                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data)
     if result["finished"]:
         print(f"jspec: exported EAGLE-3 drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
               "weights)", file=sys.stderr)
@@ -581,7 +584,7 @@ def run_train_dflash(args) -> None:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
     result = train_dflash(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
-                          stop_at=args.stop_at, time_limit=args.time_limit)
+                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data)
     if result["finished"]:
         kind = "Domino" if cfg.domino else "DFlash"
         print(f"jspec: exported {kind} drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of weights)",

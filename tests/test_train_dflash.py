@@ -536,6 +536,45 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
         "dflash_config"]
 
 
+def test_train_only_data_joins_training_and_keeps_the_held_out_set(workspace, tmp_path, monkeypatch, capsys):
+    """--train-only-data: its records are trained on after --data's, the held-out records are the ones a run on --data
+    alone holds out, run.json names the folders, and resuming without them is refused."""
+    root, model = workspace
+    _write_data(tmp_path / "extra", model, n=12, seed=2)
+    seen = {"train": [], "eval": []}
+    real_batcher, real_pack = dflash_train.Batcher, dflash_train.pack
+
+    def batcher(records, *args, **kwargs):
+        seen["train"].append(records)
+        return real_batcher(records, *args, **kwargs)
+
+    def pack(records, *args):
+        seen["eval"].append(records)
+        return real_pack(records, *args)
+
+    monkeypatch.setattr(dflash_train, "Batcher", batcher)
+    monkeypatch.setattr(dflash_train, "pack", pack)
+    assert main(_cli(workspace, "dflash", tmp_path / "plain", "--steps", "2")) == 0
+    assert main(_cli(workspace, "dflash", tmp_path / "more", "--steps", "2",
+                     "--train-only-data", str(tmp_path / "extra"))) == 0
+    (plain_train, more_train), (plain_eval, more_eval) = seen["train"], seen["eval"]
+    extra = dflash_train.load_records(tmp_path / "extra", VOCAB, 64)
+
+    def same(a, b):
+        return len(a) == len(b) and all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
+                                        for x, y in zip(a, b))
+
+    assert len(plain_eval) == 8 and same(more_eval, plain_eval)
+    assert len(extra) == 12 and same(more_train, plain_train + extra)
+    assert json.loads((tmp_path / "plain" / "run.json").read_text())["train_only_data"] is None
+    assert json.loads((tmp_path / "more" / "run.json").read_text())["train_only_data"] == \
+        str((tmp_path / "extra").absolute())
+    capsys.readouterr()
+    assert main(_cli(workspace, "dflash", tmp_path / "more", "--steps", "4", "--resume")) == 2
+    err = capsys.readouterr().err
+    assert "holds a run with other settings" in err and "train_only_data" in err
+
+
 def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     root, _ = workspace
     drafters = ["--dflash-drafter", str(trained["dflash"][0] / "drafter"), "--domino-drafter",

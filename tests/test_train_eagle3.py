@@ -290,6 +290,7 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
     assert "step 2/4  eval loss" in err and "exported EAGLE-3 drafter" in err
     cfg = json.loads((tmp_path / "run" / "drafter" / "config.json").read_text())
     assert cfg["draft_vocab_size"] == 48 and cfg["intermediate_size"] == 48
+    assert json.loads((tmp_path / "run" / "run.json").read_text())["train_only_data"] is None
     weights = safetensors.numpy.load_file(str(tmp_path / "run" / "drafter" / "model.safetensors"))
     assert weights["lm_head.weight"].dtype == ml_dtypes.bfloat16  # the default export dtype
     assert main(_cli(workspace, tmp_path / "run", "--export", "--dtype", "float32")) == 0
@@ -321,6 +322,8 @@ def test_draft_vocab_is_capped_at_the_target_vocabulary():
     (lambda root, out: ["--data", f"{root / 'data'},{root / 'nowhere'}"], "nowhere: no such folder"),
     (lambda root, out: ["--data", f"{root / 'data'},{root / 'other_vocab'}"], "other_vocab was made by a model"),
     (lambda root, out: ["--data", ","], "--data: names no folder"),
+    (lambda root, out: ["--train-only-data", str(root / "nowhere")], "nowhere: no such folder"),
+    (lambda root, out: ["--train-only-data", str(root / "other_vocab")], "other_vocab was made by a model"),
     (lambda root, out: ["--seq-len", "3"], "--seq-len 3 is too short"),
     (lambda root, out: ["--warmup-steps", "4"], "--warmup-steps"),
     (lambda root, out: ["--dtype", "float16"], "invalid choice"),

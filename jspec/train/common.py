@@ -80,8 +80,10 @@ def data_dirs(data: DataDirs) -> list[pathlib.Path]:
     return [data] if isinstance(data, pathlib.Path) else list(data)
 
 
-def data_setting(data: DataDirs) -> str | list[str]:
-    """run.json's "data": the folder's absolute path, or the list of them."""
+def data_setting(data: DataDirs | None) -> str | list[str] | None:
+    """run.json's "data" (and "train_only_data"): the folder's absolute path, or the list of them."""
+    if data is None:
+        return None
     paths = [str(d.absolute()) for d in data_dirs(data)]
     return paths[0] if len(paths) == 1 else paths
 
@@ -116,6 +118,15 @@ def split_records(records: list[Record], eval_records: int, seed: int) -> tuple[
                         "usable records")
     order = np.random.default_rng(seed).permutation(len(records))
     return [records[i] for i in order[eval_records:]], [records[i] for i in order[:eval_records]]
+
+
+def train_eval_records(load: Callable[[DataDirs], list[Record]], data: DataDirs, train_only: DataDirs | None,
+                       eval_records: int, seed: int) -> tuple[list[Record], list[Record]]:
+    """(train, eval): the held-out records drawn from `data` alone, and the `train_only` folders' records added to
+    training after the rest. A run started (--init-from) or continued on more data keeps the held-out set of a run on
+    `data`, so their held-out scores compare and none of its training records is scored as held out."""
+    train, held_out = split_records(load(data), eval_records, seed)
+    return train + (load(train_only) if train_only else []), held_out
 
 
 def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batch: dict[str, Array],

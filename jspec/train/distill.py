@@ -91,8 +91,8 @@ def _select_prompts(model: LoadedModel, cfg: DistillConfig) -> list[tuple[str, l
     if len(out) < (cfg.num_prompts or 1):
         skipped = f" after the first {cfg.skip} records" if cfg.skip else ""
         kind = " follow-up" if cfg.turns == "followups" else ""
-        raise UserError(f"only {len(out)} {cfg.dataset}{kind} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; asked "
-                        f"for {cfg.num_prompts or 'all'}")
+        raise UserError(f"only {len(out)} {cfg.dataset}{kind} prompts{skipped} fit {cfg.max_prompt_tokens} tokens; "
+                        f"asked for {cfg.num_prompts or 'all'}")
     return out
 
 

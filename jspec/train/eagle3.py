@@ -34,7 +34,7 @@ from jspec.models.loading import LoadedModel
 from jspec.models.precision import COMPUTE_DTYPES, cast_params
 from jspec.train import common
 from jspec.train.checkpoints import Checkpoints
-from jspec.train.common import split_records, target_outputs
+from jspec.train.common import target_outputs
 from jspec.train.packing import Batcher, Packed, Record, pack, pad_rows
 from jspec.train.ttt import summarize, ttt_forward, ttt_loss
 
@@ -154,9 +154,11 @@ def export_drafter(graphdef: nnx.GraphDef, params: dict, buffers: nnx.State, pat
     return (path / WEIGHTS_FILE).stat().st_size
 
 
-def _settings(model: LoadedModel, data_dir: common.DataDirs, cfg: Eagle3TrainConfig) -> dict:
+def _settings(model: LoadedModel, data_dir: common.DataDirs, cfg: Eagle3TrainConfig,
+              train_only: common.DataDirs | None = None) -> dict:
     return {"format": FORMAT, "model": model.name, "vocab_size": model.cfg.vocab_size,
-            "data": common.data_setting(data_dir), "config": dataclasses.asdict(cfg)}
+            "data": common.data_setting(data_dir), "train_only_data": common.data_setting(train_only),
+            "config": dataclasses.asdict(cfg)}
 
 
 def evaluate(rows: Packed, batch_size: int, params, buffers, target_params, **statics) -> dict:
@@ -177,7 +179,8 @@ def _summarize_train(pending: list[dict]) -> dict:
 
 def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib.Path, cfg: Eagle3TrainConfig, *,
                  resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
-                 time_limit: float | None = None, progress: bool = True) -> dict:
+                 time_limit: float | None = None, progress: bool = True,
+                 train_only: common.DataDirs | None = None) -> dict:
     """Trains (or, with `resume`, continues) until `cfg.steps`, then exports to `out_dir/drafter`.
 
     `stop_at` (a step) and `time_limit` (seconds) end the run early after saving a checkpoint; rerun with
@@ -185,8 +188,9 @@ def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
     exported weights' size.
     """
     numpy_dtype(export_dtype)  # validate before hours of training
-    records = load_records(data_dir, model.cfg.vocab_size, cfg.seq_len)
-    train_records, eval_records = split_records(records, cfg.eval_records, cfg.seed)
+    train_records, eval_records = common.train_eval_records(
+        lambda data: load_records(data, model.cfg.vocab_size, cfg.seq_len), data_dir, train_only, cfg.eval_records,
+        cfg.seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     dcfg = drafter_config(model.cfg, cfg)
     with Checkpoints(out_dir / "checkpoints") as checkpoints:
@@ -194,7 +198,8 @@ def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
         if step is not None and not resume:
             raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
                             "new --out")
-        common.save_settings(out_dir, _settings(model, data_dir, cfg), check=step is not None, command="eagle3")
+        common.save_settings(out_dir, _settings(model, data_dir, cfg, train_only), check=step is not None,
+                             command="eagle3")
         if step is None:
             d2t, t2d = build_draft_vocab(train_records, model.cfg.vocab_size, dcfg.draft_vocab_size)
             graphdef, params, buffers = init_drafter(dcfg, cfg.seed, d2t, t2d)
