@@ -61,8 +61,8 @@ make_data() {  # $work/distill, and $work/task_data with TASK_DATA=1: unpacked f
     bash bench/parts.sh pack "$work" "$results/distilled" distill
   fi
   if [ -n "${FOLLOWUPS:-}" ] && [ ! -d "$work/distill_followups" ]; then  # answers to ShareGPT's later turns
-    bash bench/h200_gpu.sh 0 "TURNS=followups MAX_PROMPT=768 PROMPTS=$FOLLOWUPS DISTILL_DIR=$work/distill_followups \
-issue4 distill" || return 1
+    bash bench/h200_gpu.sh 0 "issue4 sharegpt; TURNS=followups MAX_PROMPT=768 PROMPTS=$FOLLOWUPS \
+DISTILL_DIR=$work/distill_followups issue4 distill" || return 1
     bash bench/parts.sh pack "$work" "$results/distilled_followups" distill_followups
   fi
   if [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ]; then
