@@ -63,11 +63,11 @@ train_only() {  # answers to ShareGPT's later turns, when made: trained on, neve
 
 train_drafter() {  # kind run_name extra_flags...
   local kind=$1 name=$2; shift 2
-  local steps; steps=$(train_steps)
+  local steps evals=${EVALS:-4}; steps=$(train_steps)  # EVALS: held-out evaluations in the run (the learning curve)
   echo "$name: $steps steps"
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --steps "$steps" \
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
-    --eval-every $(( steps / 4 > 0 ? steps / 4 : 1 )) --save-every 250 --resume \
+    --eval-every $(( steps / evals > 0 ? steps / evals : 1 )) --save-every 250 --resume \
     --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} $(train_only) \
     ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | quiet 8
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --export "$@"
