@@ -365,6 +365,60 @@ def test_select_kernel_declines_what_it_cannot_hold():
     assert "exceed" in unsupported(151936, 32, 16, 256)  # 9496 chunk maxima for one program
 
 
+def test_head_stop_keeps_drafts_up_to_the_stop_then_takes_the_base_argmax():
+    """The adaptive head stop (XLA loop): a threshold near 0 drafts what the loop without one drafts, one near 1
+    keeps only the first draft and takes each later row's base argmax, and in between every row is the unstopped
+    drafts up to some point and base argmaxes after it, that point moving later as the threshold falls."""
+    args, table = block_case(43, "float32", b=3, n=8, vocab=900, g=256, r=32)
+    kw = dict(prefix_len=1, candidates=32, table=table)
+    full = np.asarray(domino_draft_candidates_reference(**args, **kw))
+    plain = np.asarray(jnp.argmax(args["base"], axis=-1))
+    np.testing.assert_array_equal(np.asarray(domino_draft_candidates_reference(**args, **kw, stop=1e-30)), full)
+    nearly_one = np.asarray(domino_draft_candidates_reference(**args, **kw, stop=0.999999))
+    np.testing.assert_array_equal(nearly_one[:, 1:], plain[:, 1:])
+    np.testing.assert_array_equal(nearly_one[:, 0], full[:, 0])
+    assert not np.array_equal(full[:, 1:], plain[:, 1:])  # the head changes some draft: the cases differ
+
+    def kept(drafts):
+        """Per row, the number of leading drafts that can be the unstopped ones, the rest being base argmaxes."""
+        out = []
+        for row, want, base in zip(drafts, full, plain):
+            ks = [k for k in range(1, len(row) + 1)
+                  if np.array_equal(row[:k], want[:k]) and np.array_equal(row[k:], base[k:])]
+            assert ks, (row, want, base)
+            out.append(max(ks))
+        return np.array(out)
+
+    stops = (0.9, 0.5, 0.2, 0.05, 0.01, 1e-3, 1e-5)
+    lengths = [kept(np.asarray(domino_draft_candidates_reference(**args, **kw, stop=s))) for s in stops]
+    assert all(np.all(a <= b) for a, b in zip(lengths, lengths[1:]))
+    assert any(np.any((1 < x) & (x < args["base"].shape[1])) for x in lengths)  # some row stops mid-block
+
+
+def test_candidate_block_kernel_stops_like_the_reference():
+    """With the adaptive stop, the block kernel's step code (interpreted, one launch per draft) drafts what the
+    XLA loop drafts: it ends its loop at the same draft and leaves the base argmaxes after it. On this case the
+    three thresholds stop after drafts 1, 2 and 3 of 8."""
+    args, table = block_case(47, "bfloat16", b=1, n=8, vocab=900, g=256, r=32)
+    kw = dict(prefix_len=1, candidates=32, table=table)
+    seen = {tuple(np.asarray(domino_draft_candidates_reference(**args, **kw))[0])}
+    for stop in (0.5, 0.05, 1e-3):
+        want = np.asarray(domino_draft_candidates_reference(**args, **kw, stop=stop))
+        got = domino_draft_candidates(**args, **kw, platform="gpu", fused="block", interpret=True, stop=stop)
+        np.testing.assert_array_equal(np.asarray(got), want)
+        seen.add(tuple(want[0]))
+    assert len(seen) == 4  # each threshold stops elsewhere, and none drafts the whole block through the head
+
+
+def test_head_stop_errors():
+    args, table = block_case(43, "float32", b=1, n=4, vocab=900, g=256, r=32)
+    with pytest.raises(ValueError, match=r"\[0, 1\)"):
+        domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, stop=1.0)
+    with pytest.raises(ValueError, match="greedy"):
+        domino_draft_candidates(**args, prefix_len=1, candidates=32, table=table, stop=0.1,
+                                choose=lambda logits, i: jnp.argmax(logits, axis=-1))
+
+
 def test_block_kernel_with_the_select_kernel_equals_reference():
     """On a vocabulary the selection kernel takes (4096 tokens, 16 candidates), the GPU block path (both kernels
     interpreted) drafts what the XLA candidate loop drafts, exactly and approximately."""
@@ -391,7 +445,9 @@ def test_select_kernel_lowers_for_h200():
     args = dict(base=s((1, n, vocab), jnp.float32), z_part=s((1, n, r), jnp.float32), bonus=s((1,), jnp.int32),
                 embed=s((vocab, h), jnp.bfloat16), w_ih=s((3 * g, h), jnp.bfloat16), w_hh=s((3 * g, g), jnp.bfloat16),
                 w_s=s((r, g), jnp.bfloat16), w2=s((vocab, r), jnp.bfloat16), table=s((vocab, 3 * g), jnp.bfloat16))
-    fn = functools.partial(domino_draft_candidates, prefix_len=1, candidates=k, platform="gpu", fused="block")
-    with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200)):
-        text = jax.jit(lambda a: fn(**a)).trace(args).lower(lowering_platforms=("cuda",)).as_text()
-    assert "domino_select_candidates" in text and "domino_candidate_block" in text
+    for stop in (0.0, 0.05):  # with the adaptive stop, the kernel's loop is a while loop with the barrier inside
+        fn = functools.partial(domino_draft_candidates, prefix_len=1, candidates=k, platform="gpu", fused="block",
+                               stop=stop)
+        with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((1,), ("x",), abstract_device=H200)):
+            text = jax.jit(lambda a: fn(**a)).trace(args).lower(lowering_platforms=("cuda",)).as_text()
+        assert "domino_select_candidates" in text and "domino_candidate_block" in text

@@ -72,7 +72,7 @@ class DominoHead(nnx.Module):
               bonus: Int[Array, " B"], choose: Choose | None = None, platform: str | None = None,
               candidates: int = 0, table: Float[Array, "V G3"] | None = None,
               fused: str | None = None, candidate_chunk: int = 0, select_kernel: bool = True,
-              head_drafts: int = 0) -> Int[Array, "B N"]:
+              head_drafts: int = 0, head_stop: float = 0.0) -> Int[Array, "B N"]:
         """The N drafts after `bonus`, given the backbone states and base logits of the N draft rows.
 
         `choose=None` is greedy through the fused correction kernel of `platform`; otherwise `choose(logits, i)` picks
@@ -84,20 +84,25 @@ class DominoHead(nnx.Module):
         paths select candidates with a sort-free kernel unless `select_kernel` is False. `head_drafts` = M > 0: only
         drafts 0 .. M − 1 go through the head (the GRU runs M − 1 steps); later rows take their base logits' choice,
         as the uncorrected prefix does. Drafts past M are rarely accepted from a drafter whose acceptance is short, and
-        the head's sequential part costs per draft.
+        the head's sequential part costs per draft. `head_stop` = P > 0 (greedy, with candidates) stops the head
+        adaptively instead: once the running product of the drafts' probabilities among their candidates falls
+        below P, later drafts take the base argmax (`reference.stopping_candidate_loop`).
         """
+        if head_stop and not (candidates and choose is None):
+            raise ValueError("head_stop needs greedy drafting among candidates (candidates > 0): the confidence is "
+                             "a softmax over each row's candidates")
         n = base.shape[1]
         if 0 < head_drafts < n:
             rest = (jnp.argmax(base[:, head_drafts:], axis=-1).astype(jnp.int32) if choose is None else
                     jnp.stack([choose(base[:, i].astype(jnp.float32), i) for i in range(head_drafts, n)], axis=1))
             first = self.draft(embed, hidden[:, :head_drafts], base[:, :head_drafts], bonus, choose, platform,
-                               candidates, table, fused, candidate_chunk, select_kernel)
+                               candidates, table, fused, candidate_chunk, select_kernel, head_stop=head_stop)
             return jnp.concatenate([first, rest], axis=1)
         args = (base, self.z_part(hidden), bonus, embed, self.w_ih[...], self.w_hh[...], self.w_s, self.w2[...])
         if candidates:
             return domino_draft_candidates(*args, prefix_len=self.cfg.prefix_len, candidates=candidates,
                                            choose=choose, table=table, platform=platform, fused=fused,
-                                           chunk=candidate_chunk, select_kernel=select_kernel)
+                                           chunk=candidate_chunk, select_kernel=select_kernel, stop=head_stop)
         return domino_draft(*args, prefix_len=self.cfg.prefix_len, choose=choose, platform=platform, table=table)
 
     def teacher_forced_pre(self, embed: Float[Array, "V H"], hidden: Float[Array, "B N H"],

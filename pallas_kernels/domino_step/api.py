@@ -56,10 +56,13 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose | None = None, table: Float[Array, "V G3"] | None = None,
                             platform: str | None = None, fused: str | None = None,
-                            interpret: bool = False, chunk: int = 0, select_kernel: bool = True) -> Int[Array, "B N"]:
+                            interpret: bool = False, chunk: int = 0, select_kernel: bool = True,
+                            stop: float = 0.0) -> Int[Array, "B N"]:
     """Domino drafts among each row's `candidates` best base tokens (reference.domino_draft_candidates; `chunk` > 0:
     approximate candidates, reference.chunk_max_top_k). The GPU kernel paths also select the candidates with
-    gpu_select.py's sort-free kernel unless `select_kernel` is False (XLA's sorts, as the reference).
+    gpu_select.py's sort-free kernel unless `select_kernel` is False (XLA's sorts, as the reference). `stop` > 0
+    (greedy): the head stops once the running confidence of the drafts falls below it
+    (reference.stopping_candidate_loop); the block kernel then ends its loop early, `fused="step"` runs the XLA loop.
 
     The XLA loop by default. On GPUs, greedy drafting with a GRU input table can instead run `fused="step"`, one
     fused kernel per draft (gpu_loop.py; on an H200 2x slower than the XLA loop: 414 vs 215 µs per 16-token block at
@@ -69,6 +72,10 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
     """
     if fused not in (None, "step", "block"):
         raise ValueError(f"fused must be None, 'step' or 'block', not {fused!r}")
+    if not 0.0 <= stop < 1.0:
+        raise ValueError(f"the head's stop threshold must be in [0, 1), got {stop}")
+    if stop and choose is not None:
+        raise ValueError("an adaptive head stop needs greedy drafting (its confidence is the greedy choice's)")
     platform = platform or jax.default_backend()
     b, k, rank, gru = base.shape[0], candidates, w_s.shape[0], w_hh.shape[1]
     usable = fused is not None and choose is None and table is not None and platform in GPU_PLATFORMS
@@ -78,15 +85,15 @@ def domino_draft_candidates(base: Float[Array, "B N V"], z_part: Float[Array, "B
             cand_base, cand, cand_w2 = _gpu_candidate_inputs(base, w2, candidates, chunk, select_kernel, interpret)
             drafts, _ = gpu_block.candidate_block_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
                                                       prefix_len=prefix_len, sms=sms, persistent=not interpret,
-                                                      interpret=interpret)
+                                                      stop=stop, interpret=interpret)
             return drafts
-    if usable and fused == "step" and gpu_loop.unsupported(b, k, rank, gru) is None:
+    if usable and fused == "step" and not stop and gpu_loop.unsupported(b, k, rank, gru) is None:
         cand_base, cand, cand_w2 = _gpu_candidate_inputs(base, w2, candidates, chunk, select_kernel, interpret)
         return gpu_loop.candidate_loop_gpu(cand_base, cand, cand_w2, z_part, bonus, table, w_hh, w_s,
                                            prefix_len=prefix_len, interpret=interpret)
     return domino_draft_candidates_reference(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
                                              candidates=candidates, choose=choose or greedy, table=table,
-                                             chunk=chunk)
+                                             chunk=chunk, stop=stop)
 
 
 def _gpu_candidate_inputs(base: Float[Array, "B N V"], w2: Float[Array, "V R"], candidates: int, chunk: int,

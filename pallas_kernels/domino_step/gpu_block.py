@@ -100,76 +100,90 @@ def _grid_barrier(sync_ref, target: jax.Array):
     pltriton.debug_barrier()
 
 
-def _choose(i, z_ref, s_ref, cw2_ref, cbase_ref, cids_ref, *, prefix_len: int) -> jax.Array:
+def _choose(i, z_ref, s_ref, cw2_ref, cbase_ref, cids_ref, *, prefix_len: int, adaptive: bool
+            ) -> tuple[jax.Array, jax.Array]:
     """Draft i (a traced index): the best corrected candidate, or below `prefix_len` the lowest-id maximum of the
-    base logits (an argmax over the vocabulary). Both are computed; the unused one costs one small dot."""
+    base logits (an argmax over the vocabulary). Both are computed; the unused one costs one small dot. Also its
+    confidence (`reference.candidate_confidence`) when `adaptive`, else 1."""
     cids = cids_ref[pl.ds(i, 1), :]  # [1, k]
     cbase = cbase_ref[pl.ds(i, 1), :]
     mid = jax.nn.silu(z_ref[pl.ds(i, 1), :] + s_ref[pl.ds(i, 1), :])  # [1, R]
     scores = _dot_rows(cw2_ref[i, :, :], mid) + cbase  # [1, k]
     pos = jax.lax.broadcasted_iota(jnp.int32, scores.shape, 1)
-    best = _scalar(jnp.min, jnp.where(scores == _scalar(jnp.max, scores), pos, NO_ID))  # ties: the earlier one
+    top, base_top = _scalar(jnp.max, scores), _scalar(jnp.max, cbase)
+    best = _scalar(jnp.min, jnp.where(scores == top, pos, NO_ID))  # ties: the earlier one
     corrected = _scalar(jnp.sum, jnp.where(pos == best, cids, 0))
-    plain = _scalar(jnp.min, jnp.where(cbase == _scalar(jnp.max, cbase), cids, NO_ID))
-    return jnp.where(i >= prefix_len, corrected, plain)
+    plain = _scalar(jnp.min, jnp.where(cbase == base_top, cids, NO_ID))
+    head = i >= prefix_len
+    if not adaptive:
+        return jnp.where(head, corrected, plain), jnp.float32(1.0)
+    confidence = jnp.where(head, 1.0 / _scalar(jnp.sum, jnp.exp(scores - top)),
+                           1.0 / _scalar(jnp.sum, jnp.exp(cbase - base_top)))
+    return jnp.where(head, corrected, plain), confidence
 
 
 def _kernel(z_ref, cw2_ref, cbase_ref, cids_ref, table_ref, w_hh_ref, w_s_ref, _tok_in, _gh_in, _s_in, _h_in,
-            _sync_in, tok_ref, gh_ref, s_ref, h_ref, sync_ref, *, first: int, last: int, persistent: bool,
-            prefix_len: int, hh_programs: int, rows: int, s_rows: int):
-    """Drafts first .. last - 1. A loop, not unrolled Python: one step's code keeps compile time and size small."""
+            _sync_in, _conf_in, tok_ref, gh_ref, s_ref, h_ref, sync_ref, conf_ref, *, first: int, last: int,
+            persistent: bool, prefix_len: int, stop: float, hh_programs: int, rows: int, s_rows: int):
+    """Drafts first .. last - 1, or fewer once the running confidence falls below `stop` (the drafts after keep
+    the base argmax the wrapper wrote). A loop, not unrolled Python: one step's code keeps compile time and size
+    small."""
     p = pl.program_id(0)
     n, g = h_ref.shape
     programs = hh_programs + w_s_ref.shape[0] // s_rows
     choose = functools.partial(_choose, z_ref=z_ref, s_ref=s_ref, cw2_ref=cw2_ref, cbase_ref=cbase_ref,
-                               cids_ref=cids_ref, prefix_len=prefix_len)
+                               cids_ref=cids_ref, prefix_len=prefix_len, adaptive=stop > 0)
 
-    def store_token(i, token):
+    def step(carry):
+        """Draft i; then, while the head goes on, h_{i+1} and this program's rows of its products (slot i + 1)."""
+        i, h, confidence, _ = carry
+        token, p_i = choose(i)
+
         @pl.when(p == 0)
         def _():
             tok_ref[pl.ds(i, 1)] = jnp.full((1,), token, jnp.int32)
 
-    def step(i, h):
-        """Draft i, then h_{i+1} and this program's rows of its products (slot i + 1)."""
-        token = choose(i)
-        store_token(i, token)
+        confidence = confidence * p_i
+        more = (confidence >= stop) & (i + 1 < n)  # the next draft goes through the head
         gates = [table_ref[pl.ds(token, 1), pl.ds(k * g, g)].astype(jnp.float32) for k in range(3)]  # r, z, n
         hidden = [gh_ref[pl.ds(i, 1), pl.ds(k * g, g)] for k in range(3)]
         r = jax.nn.sigmoid(gates[0] + hidden[0])
         z = jax.nn.sigmoid(gates[1] + hidden[1])
         h = (1.0 - z) * jnp.tanh(gates[2] + r * hidden[2]) + z * h
 
-        @pl.when(p < hh_programs)
+        @pl.when(more & (p < hh_programs))
         def _():
             r0 = pl.multiple_of(p * rows, rows)
             gh_ref[pl.ds(i + 1, 1), pl.ds(r0, rows)] = _dot_rows(w_hh_ref[pl.ds(r0, rows), :], h)
 
-        @pl.when(p >= hh_programs)
+        @pl.when(more & (p >= hh_programs))
         def _():
             r0 = pl.multiple_of((p - hh_programs) * s_rows, s_rows)
             s_ref[pl.ds(i + 1, 1), pl.ds(r0, s_rows)] = _dot_rows(w_s_ref[pl.ds(r0, s_rows), :], h)
 
         if persistent:
-            _grid_barrier(sync_ref, programs * (i + 1 - first))
-        else:
-            @pl.when(p == 0)
+            @pl.when(more)
+            def _():  # every program takes the same branch: their values are bit-identical
+                _grid_barrier(sync_ref, programs * (i + 1 - first))
+        else:  # the next launch reads h and the confidence from slot i + 1
+            @pl.when(more & (p == 0))
             def _():
                 h_ref[pl.ds(i + 1, 1), :] = h
-        return h
+                conf_ref[pl.ds(i + 1, 1)] = jnp.full((1,), confidence, jnp.float32)
+        return i + 1, h, confidence, more & (i + 1 < last)
 
     h = h_ref[pl.ds(first, 1), :]  # [1, G]: h_first (slot 0: the bonus token's state)
-    jax.lax.fori_loop(first, min(last, n - 1), step, h)
-    if last == n:  # the block's last draft needs no next state
-        store_token(n - 1, choose(n - 1))
+    confidence = _scalar(jnp.max, conf_ref[pl.ds(first, 1)][None, :])  # slot 0: 1; an unwritten slot: 0
+    jax.lax.while_loop(lambda c: c[3], step, (jnp.int32(first), h, confidence, confidence >= stop))
 
 
 def _call(state, z, cw2, cbase, cids, table, w_hh, w_s, *, first: int, last: int, persistent: bool, prefix_len: int,
-          rows: int, num_warps: int, interpret: bool):
+          stop: float, rows: int, num_warps: int, interpret: bool):
     rank = w_s.shape[0]
     s_rows = min(rows, rank)
     hh_programs = w_hh.shape[0] // rows
     return pl.pallas_call(
-        functools.partial(_kernel, first=first, last=last, persistent=persistent, prefix_len=prefix_len,
+        functools.partial(_kernel, first=first, last=last, persistent=persistent, prefix_len=prefix_len, stop=stop,
                           hh_programs=hh_programs, rows=rows, s_rows=s_rows),
         out_shape=tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in state),
         grid=(hh_programs + rank // s_rows,),
@@ -180,15 +194,17 @@ def _call(state, z, cw2, cbase, cids, table, w_hh, w_s, *, first: int, last: int
     )(z, cw2, cbase, cids, table, w_hh, w_s, *state)
 
 
-@functools.partial(jax.jit, static_argnames=("prefix_len", "sms", "num_warps", "persistent", "interpret"))
+@functools.partial(jax.jit, static_argnames=("prefix_len", "sms", "num_warps", "persistent", "stop",
+                                             "interpret"))
 def candidate_block_gpu(cand_base: Float[Array, "1 N k"], cand: Int[Array, "1 N k"], cand_w2: Float[Array, "1 N k R"],
                         z_part: Float[Array, "1 N R"], bonus: Int[Array, " 1"], table: Float[Array, "V G3"],
                         w_hh: Float[Array, "G3 G"], w_s: Float[Array, "R G"], *, prefix_len: int,
-                        sms: int = H200_SMS, num_warps: int = 8, persistent: bool = True,
+                        sms: int = H200_SMS, num_warps: int = 8, persistent: bool = True, stop: float = 0.0,
                         interpret: bool = False) -> tuple[Int[Array, "1 N"], Int[Array, ""]]:
-    """Greedy drafts of the candidate-restricted loop (`reference.domino_draft_candidates` with a GRU input table),
-    and how many programs gave up waiting at a barrier (0 unless the barrier is broken). 8 warps per program: 114
-    µs per block at the 1.5B's head shapes on an H200, against 128 µs with 4."""
+    """Greedy drafts of the candidate-restricted loop (`reference.domino_draft_candidates` with a GRU input table;
+    `stop` > 0: `reference.stopping_candidate_loop`, whose early stop ends the kernel's loop), and how many
+    programs gave up waiting at a barrier (0 unless the barrier is broken). 8 warps per program: 114 µs per block
+    at the 1.5B's head shapes on an H200, against 128 µs with 4."""
     b, n, k = cand.shape
     g = w_hh.shape[1]
     if reason := unsupported(b, k, w_s.shape[0], g, sms):
@@ -201,10 +217,14 @@ def candidate_block_gpu(cand_base: Float[Array, "1 N k"], cand: Int[Array, "1 N 
     h0 = (1.0 - jax.nn.sigmoid(gi[g:2 * g])) * jnp.tanh(gi[2 * g:])  # r only multiplies W_hh·0
     product = lambda w: jnp.einsum("g,og->o", h0.astype(w.dtype), w, preferred_element_type=jnp.float32)  # noqa: E731
     ring = lambda first, width: jnp.zeros((n, width), jnp.float32).at[0].set(first)  # noqa: E731
-    state = (jnp.zeros((n,), jnp.int32), ring(product(w_hh), 3 * g), ring(product(w_s), w_s.shape[0]), ring(h0, g),
-             jnp.zeros((2,), jnp.int32))
-    inputs = (z_part[0].astype(jnp.float32), cand_w2[0], cand_base[0].astype(jnp.float32), cand[0], table, w_hh, w_s)
-    common = dict(prefix_len=prefix_len, rows=block_rows(g, w_s.shape[0], sms), num_warps=num_warps,
+    # Every draft starts as its row's base argmax (lowest id among the maxima): the drafts a stopped head leaves.
+    cand_base = cand_base[0].astype(jnp.float32)
+    plain = jnp.min(jnp.where(cand_base == jnp.max(cand_base, axis=-1, keepdims=True), cand[0], NO_ID), axis=-1)
+    confidence = jnp.zeros((n,), jnp.float32).at[0].set(1.0)  # slot i: the running confidence before draft i
+    state = (plain.astype(jnp.int32), ring(product(w_hh), 3 * g), ring(product(w_s), w_s.shape[0]), ring(h0, g),
+             jnp.zeros((2,), jnp.int32), confidence)
+    inputs = (z_part[0].astype(jnp.float32), cand_w2[0], cand_base, cand[0], table, w_hh, w_s)
+    common = dict(prefix_len=prefix_len, stop=stop, rows=block_rows(g, w_s.shape[0], sms), num_warps=num_warps,
                   interpret=interpret)
     if persistent:
         state = _call(state, *inputs, first=0, last=n, persistent=True, **common)

@@ -158,7 +158,7 @@ def domino_draft_candidates_reference(base: Float[Array, "B N V"], z_part: Float
                             embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
                             w_s: Float[Array, "R G"], w2: Float[Array, "V R"], *, prefix_len: int, candidates: int,
                             choose: Choose = greedy, table: Float[Array, "V G3"] | None = None,
-                            chunk: int = 0) -> Int[Array, "B N"]:
+                            chunk: int = 0, stop: float = 0.0) -> Int[Array, "B N"]:
     """Drafts whose correction is computed for the `candidates` highest base logits of each row only (`chunk` > 0:
     the approximate candidates of `chunk_max_top_k`).
 
@@ -166,8 +166,14 @@ def domino_draft_candidates_reference(base: Float[Array, "B N V"], z_part: Float
     of a decode step. Here each row's top-k base tokens and their W2 rows are gathered once per block, and draft i
     is chosen among them from `base + W2 · SiLU(pre)`, so a step reads k × R. With k = V the drafts equal
     `domino_draft_reference`'s (up to exact ties); any k keeps decoding lossless, since verification decides.
+    `stop` > 0 (greedy only) stops the head early: `stopping_candidate_loop`.
     """
     cand_base, cand, cand_w2 = candidate_inputs(base, w2, candidates, chunk)
+    if stop:
+        if choose is not greedy:
+            raise ValueError("an adaptive head stop needs greedy drafting (its confidence is the greedy choice's)")
+        return stopping_candidate_loop(cand_base, cand, cand_w2, z_part, bonus, embed, w_ih, w_hh, w_s,
+                                       prefix_len=prefix_len, stop=stop, table=table)
 
     def corrected(pre: Float[Array, "B R"], base_i: Float[Array, "B V"], i: int) -> Int[Array, " B"]:
         mid = jax.nn.silu(pre.astype(jnp.float32)).astype(w2.dtype)
@@ -176,3 +182,42 @@ def domino_draft_candidates_reference(base: Float[Array, "B N V"], z_part: Float
 
     return draft_loop(base, z_part, bonus, embed, w_ih, w_hh, w_s, w2, prefix_len=prefix_len,
                       corrected_choice=corrected, plain_choice=choose, table=table)
+
+
+def candidate_confidence(scores: Float[Array, "B k"]) -> Float[Array, " B"]:
+    """The best candidate's probability under a softmax over the row's candidates: 1 / Σ exp(score − max)."""
+    return 1.0 / jnp.sum(jnp.exp(scores - jnp.max(scores, axis=-1, keepdims=True)), axis=-1)
+
+
+def stopping_candidate_loop(cand_base: Float[Array, "B N k"], cand: Int[Array, "B N k"],
+                            cand_w2: Float[Array, "B N k R"], z_part: Float[Array, "B N R"], bonus: Int[Array, " B"],
+                            embed: Float[Array, "V H"], w_ih: Float[Array, "G3 H"], w_hh: Float[Array, "G3 G"],
+                            w_s: Float[Array, "R G"], *, prefix_len: int, stop: float,
+                            table: Float[Array, "V G3"] | None = None) -> Int[Array, "B N"]:
+    """Greedy candidate drafting whose head stops once the block is unlikely to be accepted further.
+
+    A running confidence starts at 1 and is multiplied, after each draft, by that draft's `candidate_confidence` (of
+    the base candidates below `prefix_len`, of the corrected ones after). Once it falls below `stop`, every later
+    draft of the row takes its base argmax, as the uncorrected prefix does, and the GRU need not step: a head step
+    costs the same whether or not its draft is ever verified that deep. Drafts up to the stop equal the loop
+    without one; decoding stays lossless either way.
+    """
+    b, n, _ = cand.shape
+    pick = lambda scores, i: jnp.take_along_axis(  # noqa: E731  (ties: the earlier candidate, as argmax)
+        cand[:, i], jnp.argmax(scores, axis=-1)[:, None], axis=1)[:, 0].astype(jnp.int32)
+    h = gru_step(input_gates(bonus, embed, w_ih, table), jnp.zeros((b, w_hh.shape[1]), jnp.float32), w_hh)
+    confidence, going = jnp.ones((b,), jnp.float32), jnp.ones((b,), bool)
+    drafts = []
+    for i in range(n):
+        plain = cand_base[:, i].astype(jnp.float32)
+        scores = plain
+        if i >= prefix_len:
+            mid = jax.nn.silu(z_part[:, i].astype(jnp.float32) + state_part(h, w_s)).astype(cand_w2.dtype)
+            scores = jnp.einsum("bkr,br->bk", cand_w2[:, i], mid, preferred_element_type=jnp.float32) + plain
+        token = jnp.where(going, pick(scores, i), pick(plain, i))
+        confidence = jnp.where(going, confidence * candidate_confidence(scores), confidence)
+        going = going & (confidence >= stop)
+        drafts.append(token)
+        if i + 1 < n:
+            h = gru_step(input_gates(token, embed, w_ih, table), h, w_hh)
+    return jnp.stack(drafts, axis=1)
