@@ -17,8 +17,9 @@
 #                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
 #                                            # head's candidates, default 32; FULL_BLOCK=1: --full-block; CHUNK:
 #                                            # --candidate-chunk; XLA_SELECT=1: --xla-select; HEAD_DRAFTS:
-#                                            # --head-drafts; DOMINO_RUN: the Domino run folder, default
-#                                            # domino_tf_curriculum)
+#                                            # --head-drafts; HEAD_STOP: --head-stop, the threshold of the
+#                                            # domino_block_stop label (add it to METHODS); DOMINO_RUN: the
+#                                            # Domino run folder, default domino_tf_curriculum)
 #   bash bench/h200_issue5.sh task-walk      # after dflash and domino: bench/task_walk.py, the decode loop's MAT
 #                                            # replayed over answers to each task's prompts past the bench's
 #                                            # (LIMIT), both drafters (DOMINO_RUN as for bench; WALK_PROMPTS)
@@ -31,8 +32,9 @@
 #   bash bench/h200_issue5.sh costs          # verify(60) / decode step costs (donated cache)
 #   bash bench/h200_issue5.sh profile        # no GGUF or training needed (random weights): step, propose and verify
 #                                            # of dflash / domino / domino_topk / domino_block / domino_headless,
-#                                            # with kernel tables (CANDIDATES, FULL_BLOCK, CHUNK as for bench;
-#                                            # XLA_SELECT=1: --xla-select; PROFILE_NAME: the output folder)
+#                                            # with kernel tables (CANDIDATES, FULL_BLOCK, CHUNK, HEAD_DRAFTS,
+#                                            # HEAD_STOP as for bench; XLA_SELECT=1: --xla-select; PROFILE_NAME:
+#                                            # the output folder)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
@@ -109,7 +111,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
       --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" \
       --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} \
-      ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} --dataset "$tasks" $bench_size \
+      ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} ${HEAD_STOP:+--head-stop $HEAD_STOP} \
+      --dataset "$tasks" $bench_size \
       --out "$out/$name" > "$out/$name.log" 2>&1 \
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;
@@ -148,7 +151,7 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
       --methods "${METHODS:-dflash,domino,domino_topk,domino_block,domino_headless}" --dflash-drafter random \
       --domino-drafter random --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} \
       ${CHUNK:+--candidate-chunk $CHUNK} ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} \
-      --contexts 300 \
+      ${HEAD_STOP:+--head-stop $HEAD_STOP} --contexts 300 \
       --parts decode,step,propose,verify --profile --reps 5 \
       --out "$out/${PROFILE_NAME:-profile}" 2>&1 | tail -n 8 || echo "step_breakdown FAILED (or timed out)" ;;
 esac

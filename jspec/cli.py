@@ -53,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--fixed-split", type=int, default=None, metavar="K",
                      help="graft without adaptive pruning: keep K draft nodes every step, retrieve the rest")
     _add_domino_arguments(gen, "domino / graft_tail with a Domino drafter", candidates=None)
+    gen.add_argument("--head-stop", type=float, default=None, metavar="P",
+                     help="domino with --candidates: stop the head once the running product of its drafts' "
+                     "candidate probabilities falls below P; later drafts take the base argmax (default: off)")
     gen.add_argument("--gru-table", action="store_true",
                      help="domino / graft_tail with a Domino drafter: gather the GRU input gates from a precomputed "
                      "[vocab, 3 x GRU width] table instead of a GEMV per draft")
@@ -75,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--methods", default="vanilla,pld", help="comma-separated; vanilla is always run first; "
                        "graft_fixed is graft with a fixed split (--fixed-split), domino_topk is domino with "
                        "--candidates, domino_block is domino_topk as one persistent GPU kernel per block, "
+                       "domino_block_stop is domino_block with --head-stop, "
                        "domino_headless is the --domino-drafter's backbone alone (the head-off "
                        "ablation), draft_model_adaptive is draft_model with --draft-confidence, "
                        "draft_model_tree is draft_model with --draft-top-k, token_recycling_full is token_recycling "
@@ -98,6 +102,9 @@ def build_parser() -> argparse.ArgumentParser:
                           candidates=32)
     bench.add_argument("--xla-select", action="store_true",
                        help="domino_block: select the candidates with XLA's sorts instead of the selection kernel")
+    bench.add_argument("--head-stop", type=float, default=None, metavar="P",
+                       help="domino_block_stop: stop the head once the running product of its drafts' candidate "
+                       "probabilities falls below P (default: 0.05)")
     bench.add_argument("--draft-confidence", type=float, default=0.5, metavar="P",
                        help="draft_model_adaptive: stop the chain after a draft the drafter gives probability < P")
     bench.add_argument("--draft-top-k", type=_positive_int("--draft-top-k"), default=3, metavar="K",
@@ -348,6 +355,12 @@ def run_generate(args) -> None:
         if args.method not in ("domino", "graft_tail"):
             raise UserError("--head-drafts applies to --method domino and graft_tail (with a Domino drafter) only")
         options["head_drafts"] = args.head_drafts
+    if args.head_stop is not None:
+        if args.method != "domino":
+            raise UserError("--head-stop applies to --method domino only")
+        if args.candidates is None:
+            raise UserError("--head-stop needs --candidates: the confidence is a softmax over each row's candidates")
+        options["head_stop"] = args.head_stop
     get_method(args.method, **_drafter_placeholder(args.method), **options)
     import jax
 
@@ -405,10 +418,17 @@ def run_bench(args) -> None:
         get_method(method_of(m), **_drafter_placeholder(method_of(m)))
     if "graft_fixed" in methods:
         get_method("graft", fixed_split=args.fixed_split)
-    if {"domino_topk", "domino_block"} & set(methods):
+    if {"domino_topk", "domino_block", "domino_block_stop"} & set(methods):
         get_method("domino", candidates=args.candidates)
-    if args.head_drafts is not None and not {"domino", "domino_topk", "domino_block"} & set(methods):
-        raise UserError("--head-drafts applies to the domino, domino_topk and domino_block methods only")
+    headed = {"domino", "domino_topk", "domino_block", "domino_block_stop"}  # labels drafting through Domino's head
+    if args.head_drafts is not None and not headed & set(methods):
+        raise UserError("--head-drafts applies to the domino, domino_topk, domino_block and domino_block_stop methods "
+                        "only")
+    head_stop = {} if args.head_stop is None else {"head_stop": args.head_stop}  # else BenchConfig's default
+    if head_stop and "domino_block_stop" not in methods:
+        raise UserError("--head-stop applies to the domino_block_stop method only")
+    if "domino_block_stop" in methods:
+        get_method("domino", candidates=args.candidates, head_stop=head_stop.get("head_stop", BenchConfig.head_stop))
     if "draft_model_adaptive" in methods:
         get_method("draft_model", min_confidence=args.draft_confidence)
     if "draft_model_tree" in methods:
@@ -430,7 +450,7 @@ def run_bench(args) -> None:
             raise UserError(f"--method-state names {name!r}, which is not among --methods")
         method_states.append((name, path))
     block_drafters = {"dflash": args.dflash_drafter, "domino": args.domino_drafter, "domino_topk": args.domino_drafter,
-                      "domino_block": args.domino_drafter,
+                      "domino_block": args.domino_drafter, "domino_block_stop": args.domino_drafter,
                       "domino_headless": args.domino_drafter, "graft_tail": args.dflash_drafter or args.domino_drafter}
     for m in set(methods) & set(block_drafters):
         if not block_drafters[m]:
@@ -447,7 +467,7 @@ def run_bench(args) -> None:
                       drafter=args.drafter, eagle3_drafter=args.eagle3_drafter, fixed_split=args.fixed_split,
                       candidates=args.candidates, candidate_chunk=args.candidate_chunk or 0,
                       select_kernel=not args.xla_select, full_block=args.full_block,
-                      head_drafts=args.head_drafts or 0,
+                      head_drafts=args.head_drafts or 0, **head_stop,
                       draft_confidence=args.draft_confidence,
                       draft_top_k=args.draft_top_k,
                       method_states=tuple(method_states), graft_tail_options=tuple(tail_options.items()),

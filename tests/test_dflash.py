@@ -310,6 +310,69 @@ def test_head_on_the_first_drafts_only_greedy_equals_vanilla(tiny_target, name):
         dflash_method("domino", m, random_drafter("domino"), head_drafts=-1)
 
 
+def block_drafts(m, name, drafter, **options):
+    """The chain [root, drafts] one propose drafts after a random 8-token context."""
+    rng = np.random.default_rng(5)
+    prompt = rng.integers(0, 90, 9).tolist()
+    features = jnp.asarray(rng.normal(size=(1, 8, CFG.feature_size)), jnp.float32)
+    method, params = dflash_method(name, m, drafter, **options)
+    n = len(prompt) - 1
+    state = method.prefill(params, method.init_state(params, 1, 32), jnp.asarray([prompt[:n]]),
+                           jnp.asarray([n]), jnp.asarray(prompt[n:]), features)
+    ctx = Context(root=jnp.asarray(prompt[n:]), history=jnp.zeros((1, 32), jnp.int32),
+                  history_len=jnp.asarray([n + 1]), lengths=jnp.asarray([n]))
+    tree, _ = jax.jit(method.propose)(params, state, ctx)
+    return np.asarray(tree.tokens)
+
+
+def strong_head_drafter():
+    drafter = random_drafter("domino", seed=3)
+    drafter.head.w2[...] = drafter.head.w2[...] * 400.0  # a correction strong enough to change the drafts
+    return drafter
+
+
+@pytest.mark.parametrize("head_stop", [0.5, 0.99])  # 0.99: the head stops after (about) the first draft
+def test_head_stop_greedy_equals_vanilla(tiny_target, head_stop):
+    """The confidence-adaptive head stop only changes drafts, never the output."""
+    m = tiny_target
+    method, params = dflash_method("domino", m, strong_head_drafter(), candidates=3, head_stop=head_stop)
+    assert method.head_stop == head_stop
+    vanilla = generate(m.graphdef, m.params, PROMPTS, **KW).tokens
+    assert speculative_generate(m.graphdef, m.params, PROMPTS, method=method, method_params=params,
+                                **KW).tokens == vanilla
+
+
+def test_head_stop_drafts(tiny_target):
+    """Greedy drafts take each row's best candidate, of probability >= 1/k, so the running confidence stays >= k^-N:
+    below that the head never stops (the full head's drafts). Near 1 it stops after the first draft (that of
+    head_drafts = 1, here), and the later drafts take the base argmax."""
+    m, drafter = tiny_target, strong_head_drafter()
+    full = block_drafts(m, "domino", drafter, candidates=3)
+    first = block_drafts(m, "domino", drafter, candidates=3, head_drafts=1)
+    assert not np.array_equal(full, first)  # the head changes the later drafts of this block
+    np.testing.assert_array_equal(block_drafts(m, "domino", drafter, candidates=3, head_stop=0.99), first)
+    assert 0.003 < 3.0 ** -CFG.block_size  # below k^-N
+    np.testing.assert_array_equal(block_drafts(m, "domino", drafter, candidates=3, head_stop=0.003), full)
+
+
+@pytest.mark.parametrize("name, drafter, options, match", [
+    ("dflash", "domino", {}, "dflash has no correction head"),  # dflash drafts with the Domino backbone alone
+    ("graft_tail", "dflash", {}, "graft_tail has no correction head"),
+    ("graft_tail", "domino", {"candidates": 3}, "not supported by graft_tail"),
+    ("domino", "domino", {"candidates": 0}, "head_stop needs candidates > 0"),
+    ("domino", "domino", {"candidates": 3, "draft_temperature": 0.7}, "greedy drafting only"),
+])
+def test_head_stop_needs_greedy_domino_with_candidates(tiny_target, name, drafter, options, match):
+    with pytest.raises(UserError, match=match):
+        dflash_method(name, tiny_target, random_drafter(drafter), head_stop=0.5, **options)
+
+
+@pytest.mark.parametrize("head_stop", [1.0, -0.1])
+def test_head_stop_out_of_range(tiny_target, head_stop):
+    with pytest.raises(UserError, match=r"head_stop must be in \[0, 1\)"):
+        dflash_method("domino", tiny_target, random_drafter("domino"), candidates=3, head_stop=head_stop)
+
+
 def test_domino_with_the_gru_input_table_greedy_equals_vanilla(tiny_target):
     m = tiny_target
     method, params = dflash_method("domino", m, random_drafter("domino"), candidates=3, gru_table=True)
@@ -324,26 +387,10 @@ def test_domino_with_the_gru_input_table_greedy_equals_vanilla(tiny_target):
 def test_dflash_on_a_domino_checkpoint_is_the_head_off_ablation(tiny_target):
     """`dflash` on a Domino drafter (bench label domino_headless) drafts from the backbone's base logits alone: the
     block Domino drafts once its correction is zeroed, and not the one its head drafts."""
-    m = tiny_target
-    rng = np.random.default_rng(5)
-    prompt = rng.integers(0, 90, 9).tolist()
-    features = jnp.asarray(rng.normal(size=(1, 8, CFG.feature_size)), jnp.float32)
-
-    def drafts(name, drafter):
-        method, params = dflash_method(name, m, drafter)
-        n = len(prompt) - 1
-        state = method.prefill(params, method.init_state(params, 1, 32), jnp.asarray([prompt[:n]]),
-                               jnp.asarray([n]), jnp.asarray(prompt[n:]), features)
-        ctx = Context(root=jnp.asarray(prompt[n:]), history=jnp.zeros((1, 32), jnp.int32),
-                      history_len=jnp.asarray([n + 1]), lengths=jnp.asarray([n]))
-        tree, _ = jax.jit(method.propose)(params, state, ctx)
-        return np.asarray(tree.tokens)
-
-    drafter = random_drafter("domino", seed=3)
-    drafter.head.w2[...] = drafter.head.w2[...] * 400.0  # a correction strong enough to change the drafts
-    headless, corrected = drafts("dflash", drafter), drafts("domino", drafter)
+    m, drafter = tiny_target, strong_head_drafter()
+    headless, corrected = block_drafts(m, "dflash", drafter), block_drafts(m, "domino", drafter)
     drafter.head.w2[...] = jnp.zeros_like(drafter.head.w2[...])
-    np.testing.assert_array_equal(headless, drafts("domino", drafter))
+    np.testing.assert_array_equal(headless, block_drafts(m, "domino", drafter))
     assert not np.array_equal(headless, corrected)
 
 

@@ -2,6 +2,7 @@
 drafters have the training recipe's architecture, and a missing drafter is a clear error."""
 
 import argparse
+import dataclasses
 import pathlib
 import sys
 
@@ -66,6 +67,26 @@ def test_block_labels_with_random_drafters(target):
     assert built["domino_block"].head_drafts == 6 and not hasattr(built["domino_headless"], "head_drafts")
     assert block.candidates == 16 and block.head_kernel == "block" and block.full_block and block.candidate_chunk == 0
     assert block.tree_size == dflash.tree_size + 1  # the official B + 1 chain
+
+
+def test_domino_block_stop_is_domino_block_with_a_head_stop(target):
+    from bench.method_args import label_options
+    from jspec.bench.runner import method_of
+
+    assert method_of("domino_block_stop") == "domino"
+    assert label_options("domino_block_stop", 16) == {**label_options("domino_block", 16), "head_stop": 0.05}
+    assert "head_stop" not in label_options("domino_block", 16)
+    assert label_options("domino_block_stop", 16, head_drafts=4, head_stop=0.2)["head_stop"] == 0.2
+    args = parse("--methods", "domino_block,domino_block_stop", "--domino-drafter", "random", "--head-stop", "0.2")
+    built = {name: method for name, method, _, _ in built_methods(args, target)}
+    stop, block = built["domino_block_stop"], built["domino_block"]
+    assert isinstance(stop, Domino) and stop.head_stop == 0.2 and block.head_stop == 0.0
+    assert dataclasses.replace(stop, head_stop=0.0) == block  # otherwise domino_block's options
+    (_, default, _, _), = built_methods(parse("--methods", "domino_block_stop", "--domino-drafter", "random"), target)
+    assert default.head_stop == 0.05
+    with pytest.raises(UserError, match="head_stop must be in"):
+        list(built_methods(parse("--methods", "domino_block_stop", "--domino-drafter", "random", "--head-stop", "1"),
+                           target))
 
 
 def test_missing_drafter_names_the_flag(target):

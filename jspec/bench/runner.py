@@ -36,7 +36,8 @@ class BenchConfig:
     candidate_chunk: int = 0  # > 0: `domino_topk` / `domino_block` take approximate candidates (chunks of this size)
     select_kernel: bool = True  # `domino_block`: candidates from the sort-free selection kernel (False: XLA's sorts)
     full_block: bool = False  # block drafters with a shift_label checkpoint draft its last row too (a B + 1 chain)
-    head_drafts: int = 0  # > 0: `domino` / `domino_topk` / `domino_block` correct only the first M drafts of a block
+    head_drafts: int = 0  # > 0: the `domino*` labels with a head correct only the first M drafts of a block
+    head_stop: float = 0.05  # the running-confidence threshold of `domino_block_stop` (its head stops below it)
     draft_confidence: float = 0.5  # `draft_model_adaptive`: the chain stops after a draft below this probability
     draft_top_k: int = 3  # `draft_model_tree`: children per node of draft_model's dynamic tree
     method_states: tuple[tuple[str, str], ...] = ()  # (method, state file): the state each dataset starts from
@@ -53,7 +54,7 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
     drafters = {**dict.fromkeys(("draft_model", "draft_model_adaptive", "draft_model_tree"), cfg.drafter),
                 **dict.fromkeys(EAGLE3_METHODS + ("graft_fixed",), cfg.eagle3_drafter),
                 "dflash": cfg.dflash_drafter, "domino": cfg.domino_drafter, "domino_topk": cfg.domino_drafter,
-                "domino_block": cfg.domino_drafter,
+                "domino_block": cfg.domino_drafter, "domino_block_stop": cfg.domino_drafter,
                 "domino_headless": cfg.domino_drafter,
                 "graft_tail": cfg.dflash_drafter or cfg.domino_drafter}
     options = {name: {} for name in methods}
@@ -62,11 +63,13 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
                               **({"candidate_chunk": cfg.candidate_chunk} if cfg.candidate_chunk else {}),
                               **({} if cfg.select_kernel else {"select_kernel": False})}
     options["domino_block"] = {**options["domino_topk"], "head_kernel": "block"}  # ... as one GPU kernel per block
+    options["domino_block_stop"] = {**options["domino_block"], "head_stop": cfg.head_stop}  # ... stopping its head
     if cfg.head_drafts:
-        for name in ("domino", "domino_topk", "domino_block"):
+        for name in ("domino", "domino_topk", "domino_block", "domino_block_stop"):
             options[name] = {**options.get(name, {}), "head_drafts": cfg.head_drafts}
     if cfg.full_block:
-        for name in set(methods) & {"dflash", "domino", "domino_topk", "domino_block", "domino_headless", "graft_tail"}:
+        for name in set(methods) & {"dflash", "domino", "domino_topk", "domino_block", "domino_block_stop",
+                                    "domino_headless", "graft_tail"}:
             options[name] = {**options[name], "full_block": True}
     options["draft_model_adaptive"] = {"min_confidence": cfg.draft_confidence}
     options["draft_model_tree"] = {"top_k": cfg.draft_top_k}
@@ -125,12 +128,14 @@ def run(model: LoadedModel, cfg: BenchConfig, out_dir: pathlib.Path, progress: b
 def method_of(label: str) -> str:
     """The registered method behind a bench label (`graft_fixed` is graft with a fixed draft/retrieval split,
     `domino_topk` domino with a candidate-restricted correction and the GRU input table, `domino_block` the same
-    loop as one persistent GPU kernel per block (batch 1; elsewhere the XLA loop), `domino_headless` the Domino
+    loop as one persistent GPU kernel per block (batch 1; elsewhere the XLA loop), `domino_block_stop` that with the
+    head stopped once its drafts' running confidence falls below `head_stop`, `domino_headless` the Domino
     checkpoint's backbone alone (dflash on it: the head-off ablation), `draft_model_adaptive` draft_model with a
     confidence-adaptive chain, `draft_model_tree` draft_model with a dynamic tree, `token_recycling_full`
     token_recycling with the whole 81-slot template instead of the 60-slot budget, `token_recycling_tuned`
     token_recycling on a given tree, `--tr-tree`)."""
-    return {"graft_fixed": "graft", "domino_topk": "domino", "domino_block": "domino", "domino_headless": "dflash",
+    return {"graft_fixed": "graft", "domino_topk": "domino", "domino_block": "domino", "domino_block_stop": "domino",
+            "domino_headless": "dflash",
             "draft_model_adaptive": "draft_model", "draft_model_tree": "draft_model",
             "token_recycling_full": "token_recycling", "token_recycling_tuned": "token_recycling"}.get(label, label)
 

@@ -102,6 +102,12 @@ def dflash_method(name: str, target, drafter, *, gru_table: bool = False, **opti
         raise UserError(f"{name} has no correction head: head_drafts applies to a Domino drafter")
     if head_drafts < 0:
         raise UserError(f"head_drafts must be >= 0 (0: every draft goes through the head), got {head_drafts}")
+    head_stop = options.get("head_stop", 0.0)
+    if head_stop and not isinstance(drafter, DominoDrafter):
+        raise UserError(f"{name} has no correction head: head_stop applies to a Domino drafter")
+    if head_stop and name == "graft_tail":
+        raise UserError("head_stop is not supported by graft_tail: it applies to domino only")
+    # The range, candidates > 0 and greedy drafting: Domino's own checks (methods.dflash.Domino.__post_init__).
     chunk = options.get("candidate_chunk", 0)
     if chunk and not candidates:
         raise UserError("approximate candidates (candidate_chunk) choose among Domino's candidates: they need "

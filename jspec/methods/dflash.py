@@ -22,6 +22,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from jspec.errors import UserError
 from jspec.methods.base import Context, Method
 from jspec.models.cache import KVCache
 from jspec.sampling import Sampling, select
@@ -144,12 +145,25 @@ class Domino(DFlash):
     candidate_chunk: int = 0  # > 0: approximate candidates, the best token of each of the k best chunks of this size
     select_kernel: bool = True  # GPU head kernels: candidates from the sort-free selection kernel (False: XLA's sorts)
     head_drafts: int = 0  # > 0: only the first M drafts go through the head; later ones take the base argmax
+    # > 0: the head stops once the running product of its drafts' candidate probabilities falls below this; later
+    # drafts take the base argmax (greedy, candidates > 0; saves head time on blocks unlikely to be accepted that deep)
+    head_stop: float = 0.0
+
+    def __post_init__(self):  # here, not only in build, so the CLI catches a bad value before loading the model
+        if not 0.0 <= self.head_stop < 1.0:
+            raise UserError(f"head_stop must be in [0, 1) (0: off), got {self.head_stop}")
+        if self.head_stop and not self.candidates:
+            raise UserError("head_stop needs candidates > 0: the confidence is a softmax over each row's candidates")
+        if self.head_stop and self.draft_temperature > 0:
+            raise UserError(f"head_stop applies to greedy drafting only (draft_temperature 0), got draft_temperature "
+                            f"{self.draft_temperature}")
 
     def _backbone(self, model):
         return model.backbone
 
     def _draft(self, model, params, rows, base, root, key):
+        # graft_tail drafts through here too (Domino._draft(self, ...)), without a head_stop field
         return model.head.draft(params["embed"], rows, base, root, choose=self._choose(key), platform=self.kernel,
                                 candidates=self.candidates, table=params.get("gru_table"), fused=self.head_kernel,
                                 candidate_chunk=self.candidate_chunk, select_kernel=self.select_kernel,
-                                head_drafts=self.head_drafts)
+                                head_drafts=self.head_drafts, head_stop=getattr(self, "head_stop", 0.0))
