@@ -48,7 +48,9 @@ def say(line: str) -> None:
 
 
 def variant_options(spec: str, sms: int) -> dict:
-    """'default', or '+'-joined tokens: w8 (num_warps 8), sms64 (at most 64 programs: more rows each)."""
+    """'default', or '+'-joined tokens: w8 (num_warps 8), sms64 (at most 64 programs: more rows each), stop0.05
+    (the adaptive head stop at that threshold: the loop ends early, and the drafts are checked against the XLA
+    loop's with the same stop)."""
     opts = dict(sms=sms)
     for token in filter(None, spec.split("+")):
         if token == "default":
@@ -57,6 +59,8 @@ def variant_options(spec: str, sms: int) -> dict:
             opts["num_warps"] = int(token[1:])
         elif token.startswith("sms") and token[3:].isdigit():
             opts["sms"] = min(sms, int(token[3:]))
+        elif token.startswith("stop"):
+            opts["stop"] = float(token[4:])
         else:
             raise SystemExit(f"unknown variant token {token!r} in {spec!r}")
     return opts
@@ -69,7 +73,7 @@ def check(name: str, shape: dict, dtype, args, variant: str = "default", baselin
     x = head_inputs(0, shape["n"], shape["vocab"], shape["g"], shape["r"], k, dtype)
     want = np.asarray(domino_draft_candidates_reference(x["base"], x["z_part"], x["bonus"], x["embed"], x["w_ih"],
                                                         x["w_hh"], x["w_s"], x["w2"], prefix_len=1, candidates=k,
-                                                        table=x["table"]))
+                                                        table=x["table"], stop=opts.get("stop", 0.0)))
     cand_base, cand, cand_w2 = jax.jit(candidate_inputs, static_argnums=2)(x["base"], x["w2"], k)
     block_args = (cand_base, cand, cand_w2, x["z_part"], x["bonus"], x["table"], x["w_hh"], x["w_s"])
     persistent = not args.smoke
@@ -134,7 +138,7 @@ def main():
     rows = []
     args.out.mkdir(parents=True, exist_ok=True)
     runs = [(name, "default", True) for name in shapes[:-1]]
-    runs += [(shapes[-1], v, i == 0) for i, v in enumerate(args.variants.split(",") if not args.smoke else ["default"])]
+    runs += [(shapes[-1], v, i == 0) for i, v in enumerate(args.variants.split(","))]
     for name, variant, baselines in runs:
         try:
             rows.append(check(name, SHAPES[name], jnp.dtype(args.dtype), args, variant, baselines))
