@@ -1,0 +1,49 @@
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 and 29, `ratio_vs_strength.png`): the
+held-out walk runs compared so far, each run's walk MAT, a bench's MAT per task and method, and the ratio axes.
+Imported by those plot.py scripts (run from the repository root)."""
+
+import json
+import pathlib
+
+from jspec.bench.report import summarize
+
+RESULTS = pathlib.Path(__file__).parent
+S25, S26, S27 = (RESULTS / f"2026-12-03-session{n}-h200" for n in (25, 26, 27))
+S28, S29 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29))
+GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
+
+# (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with
+WALKS_TO_S28 = [("s25 joint, from scratch", S25 / "dflash", S25 / "domino_tf_curriculum"),
+                ("s26 joint, from target layers", S26 / "dflash", S26 / "domino_tf_curriculum"),
+                ("s27 head alone on s26 DFlash", S26 / "dflash", S27 / "domino_frozen_backbone"),
+                ("s28 joint, continued (DFlash 1,200 steps)", S28 / "dflash", S28 / "domino_tf_curriculum"),
+                ("s28 head alone on s28 DFlash", S28 / "dflash", S28 / "domino_head_alone")]
+
+
+def walk_mat(run: pathlib.Path) -> float:
+    """The held-out walk MAT a training run logged last (metrics.jsonl, split "walk")."""
+    return [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "walk"][-1]["walk_mat"]
+
+
+def bench_mats(bench: pathlib.Path) -> dict[tuple[str, str], float]:
+    """(task, method) -> MAT pooled over the task's prompts, as the bench summary computes it."""
+    rows = summarize([json.loads(line) for line in open(bench / "results.jsonl")])
+    return {(row["dataset"], row["method"]): row["mat"] for row in rows}
+
+
+def plot_walks(ax, walks: list[tuple[str, pathlib.Path, pathlib.Path]]) -> None:
+    """One point per (DFlash, Domino) pair: DFlash's walk MAT against Domino's ratio to it (squares: heads trained
+    alone on a frozen DFlash backbone)."""
+    for i, (label, dflash, domino) in enumerate(walks):
+        base = walk_mat(dflash)
+        ratio = walk_mat(domino) / base
+        ax.scatter(base, ratio, color=f"C{i}", label=f"{label}: {ratio:.3f}", marker="s" if "alone" in label else "o")
+
+
+def ratio_axes(ax, what: str) -> None:
+    """The goal and parity lines, the axis labels and the shared y range of a Domino / DFlash ratio panel."""
+    ax.axhline(GOAL, color="grey", linestyle="--", linewidth=1)
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.set_xlabel(f"DFlash {what}")
+    ax.set_ylabel(f"Domino / DFlash, {what}")
+    ax.set_ylim(0.98, 1.15)
