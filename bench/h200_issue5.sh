@@ -11,9 +11,11 @@
 #                                            # Domino drafter (default: TF + curriculum; _half: λ at 0 half-way;
 #                                            # ttt: without it, as in the paper's ablation; frozen_backbone: the
 #                                            # head alone on a trained backbone; CURRICULUM_START: λ at step 0;
-#                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export)
+#                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export;
+#                                            # HEAD_RANK / GRU_HIDDEN: --rank / --gru-hidden of the head)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
-#                                            # (TEMP=1: vanilla, dflash, domino, graft_tail; METHODS, TASKS and
+#                                            # (TEMP=1: vanilla, dflash, domino_block, graft_tail: drafts stay
+#                                            # greedy, so the block kernel serves T > 0 too; METHODS, TASKS and
 #                                            # BENCH_NAME, the output folder, override; CANDIDATES: the
 #                                            # head's candidates, default 32; FULL_BLOCK=1: --full-block; CHUNK:
 #                                            # --candidate-chunk; XLA_SELECT=1: --xla-select; HEAD_DRAFTS:
@@ -102,12 +104,13 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
   domino)
     v=${2:-tf_curriculum}
     train_drafter domino "domino_$v" $(variant_flags "$v") ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} \
-      ${INIT_BACKBONE:+--init-backbone $INIT_BACKBONE} ;;
+      ${INIT_BACKBONE:+--init-backbone $INIT_BACKBONE} ${HEAD_RANK:+--rank $HEAD_RANK} \
+      ${GRU_HIDDEN:+--gru-hidden $GRU_HIDDEN} ;;
   bench)
     temp=${TEMP:-0}
     name=${BENCH_NAME:-bench5_t$temp}  # a run split over two GPUs by TASKS needs two names
     methods=vanilla,dflash,domino,domino_topk,domino_block,graft_tail
-    [ "$temp" = 0 ] || methods=vanilla,dflash,domino,graft_tail
+    [ "$temp" = 0 ] || methods=vanilla,dflash,domino_block,graft_tail
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
       --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" \
       --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} \

@@ -64,7 +64,7 @@ def chi_square_pvalue(counts: np.ndarray, expected_p: np.ndarray) -> float:
     return float(jax.scipy.special.gammaincc(dof / 2.0, stat / 2.0))
 
 
-def make_method(name, cfg, graphdef, params):
+def make_method(name, cfg, graphdef, params, **domino_options):
     target = LoadedModel(name="tiny", cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype="float32",
                          chat=False)
     if name in ("eagle3", "eagle3_pruned", "graft"):  # a random drafter: arbitrary proposals, the output must not be
@@ -93,7 +93,8 @@ def make_method(name, cfg, graphdef, params):
         # Domino samples its drafts (its rule at T > 0), DFlash drafts greedily (its rule); graft_tail keeps part of
         # the sampled Domino block and retrieves a tree below it.
         options = {"threshold": 0.1, "tail": "tree", "budget": 5} if name == "graft_tail" else {}
-        return dflash_method(name, target, drafter, draft_temperature=0.0 if name == "dflash" else 1.0, **options)
+        options = {"draft_temperature": 0.0 if name == "dflash" else 1.0, **options, **domino_options}
+        return dflash_method(name, target, drafter, **options)
     return build(name, target, **OPTIONS.get(name, {}))
 
 
@@ -115,6 +116,17 @@ def test_first_tokens_follow_the_target_distribution(tiny, name):
     counts, mat = sample_counts(graphdef, params, method, method_params)
     if name != "vanilla":
         assert mat > 1.03, f"{name} never got a candidate accepted: the test would not exercise it"
+    assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3
+
+
+def test_benched_domino_head_follows_the_target_distribution(tiny):
+    """The bench's `domino_block_stop` at T > 0: greedy drafts among each row's candidates, through the GRU input
+    table, the block kernel's path (the XLA loop off GPU) and the adaptive head stop."""
+    cfg, graphdef, params = tiny
+    method, method_params = make_method("domino", cfg, graphdef, params, draft_temperature=0.0, candidates=3,
+                                        gru_table=True, head_kernel="block", head_stop=0.3)
+    counts, mat = sample_counts(graphdef, params, method, method_params)
+    assert mat > 1.02  # greedy drafts of a random drafter match the sampled target less often than sampled ones
     assert chi_square_pvalue(counts, exact_joint(cfg, graphdef, params)) > 1e-3
 
 

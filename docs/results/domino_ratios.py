@@ -1,4 +1,4 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 and 29, `ratio_vs_strength.png`): the
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 30, `ratio_vs_strength.png`): the
 held-out walk runs compared so far, each run's walk MAT, a bench's MAT per task and method, and the ratio axes.
 Imported by those plot.py scripts (run from the repository root)."""
 
@@ -9,7 +9,7 @@ from jspec.bench.report import summarize
 
 RESULTS = pathlib.Path(__file__).parent
 S25, S26, S27 = (RESULTS / f"2026-12-03-session{n}-h200" for n in (25, 26, 27))
-S28, S29 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29))
+S28, S29, S30 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29, 30))
 GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
 
 # (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with
@@ -29,6 +29,12 @@ def bench_mats(bench: pathlib.Path) -> dict[tuple[str, str], float]:
     """(task, method) -> MAT pooled over the task's prompts, as the bench summary computes it."""
     rows = summarize([json.loads(line) for line in open(bench / "results.jsonl")])
     return {(row["dataset"], row["method"]): row["mat"] for row in rows}
+
+
+def mean_mat(mats: dict[tuple[str, str], float], method: str) -> float:
+    """Mean over the bench's tasks of the method's MAT."""
+    tasks = sorted({task for task, _ in mats})
+    return sum(mats[t, method] for t in tasks) / len(tasks)
 
 
 def plot_walks(ax, walks: list[tuple[str, pathlib.Path, pathlib.Path]]) -> None:

@@ -14,16 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S25, S26, WALKS_TO_S28, bench_mats, plot_walks, ratio_axes  # noqa: E402
+from domino_ratios import S25, S26, WALKS_TO_S28, bench_mats, mean_mat, plot_walks, ratio_axes  # noqa: E402
 
 benches = [("s25, 5 tasks", S25 / "bench5_t0"), ("s26, 4 tasks", S26 / "bench5_t0_partial"),
            ("s28, 5 tasks", here / "bench5_t0")]
-
-
-def mean_mat(mats: dict[tuple[str, str], float], method: str) -> float:
-    """Mean over the bench's tasks of the method's MAT."""
-    tasks = sorted({task for task, _ in mats})
-    return sum(mats[t, method] for t in tasks) / len(tasks)
 
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))

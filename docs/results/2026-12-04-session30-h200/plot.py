@@ -1,0 +1,54 @@
+"""head_alone.png: the Domino head trained alone on a frozen DFlash backbone, sessions 27, 28 and 30.
+Left: teacher-forced accepted length on the 64 held-out records, head over base (the frozen DFlash logits), at each
+evaluation of the run, from its metrics.jsonl. Middle: held-out walk MAT, Domino over DFlash, against DFlash's walk MAT
+(every pair compared so far; squares: heads trained alone). Right: T = 0 bench, mean MAT over the five tasks, Domino
+(`domino_block`) over DFlash, against DFlash's. The dashed line is issue 5's goal (1.12).
+Run from the repository root: python docs/results/2026-12-04-session30-h200/plot.py"""
+
+import json
+import pathlib
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+here = pathlib.Path(__file__).parent
+sys.path.insert(0, str(here.parent))
+from domino_ratios import S25, S26, S27, S28, S29, WALKS_TO_S28, bench_mats, mean_mat, plot_walks, ratio_axes  # noqa: E402
+
+head_runs = [("s27: 600 steps on s26 DFlash", S27 / "domino_frozen_backbone"),
+             ("s28: 400 steps on s28 DFlash", S28 / "domino_head_alone"),
+             ("s30: 1,800 steps on s29 DFlash", here / "domino_frozen_backbone")]
+walks = [*WALKS_TO_S28, ("s29 joint, continued with follow-up turns", S29 / "dflash", S29 / "domino_tf_curriculum"),
+         ("s30 head alone on s29 DFlash", S29 / "dflash", here / "domino_frozen_backbone")]
+benches = [("s25, joint", S25 / "bench5_t0"), ("s28, joint", S28 / "bench5_t0"),
+           ("s30, head alone", here / "bench5_t0")]
+
+fig, (curve, left, right) = plt.subplots(1, 3, figsize=(16, 5.5))
+for i, (label, run) in enumerate(head_runs):
+    evals = [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "eval"]
+    curve.plot([r["step"] for r in evals], [r["accept_len"] / r["base_accept_len"] for r in evals], "o-",
+               color=f"C{i}", label=label)
+curve.axhline(1.0, color="black", linewidth=0.5)
+curve.set_xlabel("training step")
+curve.set_ylabel("teacher-forced accepted length, head / base")
+curve.set_title("head alone: held-out gain during training")
+curve.legend(fontsize=7)
+plot_walks(left, walks)
+for i, (label, bench) in enumerate(benches):
+    mats = bench_mats(bench)
+    base, domino = mean_mat(mats, "dflash"), mean_mat(mats, "domino_block")
+    right.scatter(base, domino / base, color=f"C{i}", label=f"{label}: {domino / base:.3f}",
+                  marker="s" if "alone" in label else "o")
+for ax, what in ((left, "held-out walk MAT"), (right, "bench mean MAT")):
+    ratio_axes(ax, what)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1)
+left.set_title("held out: 64 records, decode loop replayed")
+right.set_title("T = 0 bench, 5 tasks, 20 prompts each")
+fig.suptitle("Qwen2.5-Coder-1.5B on an H200: the Domino head trained alone, longer, on a fixed DFlash drafter",
+             fontsize=10)
+fig.tight_layout()
+fig.savefig(here / "head_alone.png", dpi=120)
+print(f"wrote {here / 'head_alone.png'}")
