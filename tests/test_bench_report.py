@@ -54,10 +54,16 @@ def test_draft_acceptance_splits_the_chain_draft_by_draft(tmp_path):
     [chain] = draft_acceptance(records)
     assert chain["method"] == "dflash" and chain["steps"] == 6
     assert chain["p"] == [pytest.approx(3 / 6), pytest.approx(2 / 3), pytest.approx(1 / 2), 0.0]
+    assert chain["reach"] == [pytest.approx(3 / 6), pytest.approx(2 / 6), pytest.approx(1 / 6), 0.0]
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     write_report(tmp_path, "# test")
-    assert "| gsm8k | dflash | 6 | 0.500 | 0.667 | 0.500 | 0.000 |" in (tmp_path / "summary.md").read_text()
-    assert draft_acceptance([{**_rec("dflash", 1, 1, 1.0), "accepted": [1]}])[0]["p"] == [None] * 4
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| gsm8k | dflash | 6 | 0.500 | 0.667 | 0.500 | 0.000 |" in summary
+    # P(at least k drafts), k = 1..8: its sum is the draft steps' MAT - 1 ((1 + 2 + 3) / 6)
+    assert "| gsm8k | dflash | 0.500 | 0.333 | 0.167 | 0.000 | 0.000 | 0.000 | 0.000 | 0.000 |" in summary
+    assert (tmp_path / "acceptance.png").stat().st_size > 1000
+    empty = draft_acceptance([{**_rec("dflash", 1, 1, 1.0), "accepted": [1]}])[0]
+    assert empty["p"] == [None] * 4 and empty["reach"] == [None] * 4
 
 
 def test_sampled_runs_report_no_identical_rate(tmp_path):

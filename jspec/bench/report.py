@@ -1,5 +1,6 @@
 """summary.md and plots from results.jsonl: MAT, tok/s, time per target step, speedup over vanilla (same run),
-identical-to-vanilla rate, the per-method mean over datasets, and each method's acceptance draft by draft."""
+identical-to-vanilla rate, the per-method mean over datasets, and each method's acceptance draft by draft (table and
+acceptance.png)."""
 
 import collections
 import json
@@ -11,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from jspec.bench.divergence import SUSPECT_GAP  # noqa: E402
+
+REACH_DEPTH = 8  # the deepest k of the report's P(at least k drafts accepted) table and acceptance.png
 
 
 def summarize(records: list[dict]) -> list[dict]:
@@ -60,7 +63,8 @@ def dataset_means(rows: list[dict]) -> list[dict]:
 def draft_acceptance(records: list[dict], depth: int = 4) -> list[dict]:
     """Per (dataset, method) with drafts, pooled over its decode steps: P(d1), the chance the first draft is
     accepted, then P(dk | dk-1), the chance draft k is accepted once draft k - 1 was (a tree's depth k). This splits
-    MAT into the first draft and the chain after it. `accepted` lists the tokens each target forward emitted, the
+    MAT into the first draft and the chain after it. `reach`: P(at least k drafts accepted) for k = 1..depth, whose
+    sum over all k is MAT − 1 (a head that corrects deep drafts shows there). `accepted` lists the tokens each target forward emitted, the
     prefill's first; records without it are skipped."""
     counts = collections.defaultdict(lambda: [0] * (depth + 1))  # counts[k]: steps that accepted >= k drafts
     for r in records:
@@ -71,7 +75,8 @@ def draft_acceptance(records: list[dict], depth: int = 4) -> list[dict]:
             for k in range(min(emitted - 1, depth) + 1):
                 c[k] += 1
     return [{"dataset": d, "method": m, "steps": c[0],
-             "p": [c[k] / c[k - 1] if c[k - 1] else None for k in range(1, depth + 1)]}
+             "p": [c[k] / c[k - 1] if c[k - 1] else None for k in range(1, depth + 1)],
+             "reach": [c[k] / c[0] if c[0] else None for k in range(1, depth + 1)]}  # P(>= k drafts accepted)
             for (d, m), c in counts.items()]
 
 
@@ -94,13 +99,20 @@ def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
         lines += ["", "Mean over datasets (each dataset counts once):", "",
                   "| method | MAT | speedup vs vanilla | ms / step |", "|---|---|---|---|"]
         lines += [f"| {m['method']} | {m['mat']:.2f} | {m['speedup']:.2f}x | {m['ms_per_step']:.2f} |" for m in means]
-    chains = draft_acceptance(records)
+    chains = draft_acceptance(records, depth=REACH_DEPTH)
     if chains:
         lines += ["", "Acceptance draft by draft (pooled over steps; P(dk | dk-1): draft k accepted once draft k - 1 "
                   "was):", "", "| dataset | method | steps | P(d1) | P(d2 \\| d1) | P(d3 \\| d2) | P(d4 \\| d3) |",
                   "|---" * 7 + "|"]
         lines += [f"| {c['dataset']} | {c['method']} | {c['steps']} | "
-                  + " | ".join("–" if p is None else f"{p:.3f}" for p in c["p"]) + " |" for c in chains]
+                  + " | ".join("–" if p is None else f"{p:.3f}" for p in c["p"][:4]) + " |" for c in chains]
+        lines += ["", "Drafts accepted per step: P(at least k drafts accepted), whose sum over all k is MAT − 1 "
+                  "(acceptance.png plots it):", "",
+                  "| dataset | method | " + " | ".join(f"k = {k}" for k in range(1, REACH_DEPTH + 1)) + " |",
+                  "|---" * (REACH_DEPTH + 2) + "|"]
+        lines += [f"| {c['dataset']} | {c['method']} | "
+                  + " | ".join("–" if p is None else f"{p:.3f}" for p in c["reach"]) + " |" for c in chains]
+        _plot_reach(chains, out_dir / "acceptance.png")
     lines += ["", f"A divergence from vanilla at a top-2 logit gap above {SUSPECT_GAP} is not a rounding near-tie: "
               "it is flagged as suspect (a bug)."]
     (out_dir / "summary.md").write_text("\n".join(lines).lstrip() + "\n", encoding="utf-8")
@@ -141,6 +153,28 @@ def merge_runs(runs: list[pathlib.Path], out_dir: pathlib.Path) -> list[dict]:
     header = (f"# jspec bench: {len(runs)} runs merged\n\nEach dataset's speedup is against vanilla in the run "
               "that measured it.\n\n" + "\n".join(commands))
     return write_report(out_dir, header)
+
+
+def _plot_reach(chains: list[dict], path: pathlib.Path) -> None:
+    """P(at least k drafts accepted) against k, one panel per dataset, one line per method (log scale: the deep
+    drafts, where a correction head gains, are a few percent of the steps)."""
+    datasets = list(dict.fromkeys(c["dataset"] for c in chains))
+    methods = list(dict.fromkeys(c["method"] for c in chains))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets) + 1, 3.6), squeeze=False, sharey=True)
+    for ax, dataset in zip(axes[0], datasets):
+        for j, method in enumerate(methods):
+            for c in chains:
+                if (c["dataset"], c["method"]) == (dataset, method):
+                    ks = [k + 1 for k, p in enumerate(c["reach"]) if p]  # a log axis cannot show 0
+                    ax.plot(ks, [c["reach"][k - 1] for k in ks], "o-", ms=3, color=f"C{j}", label=method)
+        ax.set_yscale("log")
+        ax.set_title(dataset, fontsize=9)
+        ax.set_xlabel("k drafts")
+    axes[0][0].set_ylabel("P(at least k drafts accepted)")
+    axes[0][-1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def _plot(rows: list[dict], path: pathlib.Path) -> None:
