@@ -1,6 +1,6 @@
 """summary.md and plots from results.jsonl: MAT, tok/s, time per target step, speedup over vanilla (same run),
-identical-to-vanilla rate, the per-method mean over datasets, and each method's acceptance draft by draft (table and
-acceptance.png)."""
+identical-to-vanilla rate, the per-method mean over datasets, each method's acceptance draft by draft (table and
+acceptance.png), and each method's ratios over the baseline it builds on (jspec.bench.ratios)."""
 
 import collections
 import json
@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from jspec.bench.divergence import SUSPECT_GAP  # noqa: E402
+from jspec.bench.ratios import paired_ratios  # noqa: E402
 
 REACH_DEPTH = 8  # the deepest k of the report's P(at least k drafts accepted) table and acceptance.png
 
@@ -113,6 +114,14 @@ def write_report(out_dir: pathlib.Path, header: str = "") -> list[dict]:
         lines += [f"| {c['dataset']} | {c['method']} | "
                   + " | ".join("–" if p is None else f"{p:.3f}" for p in c["reach"]) + " |" for c in chains]
         _plot_reach(chains, out_dir / "acceptance.png")
+    relations = paired_ratios(records)
+    if relations:
+        lines += ["", "Each method over the baseline it builds on (ratio of the means over datasets, or per dataset; "
+                  "95% interval from a paired bootstrap over prompts):", "",
+                  "| method | over | dataset | MAT ratio | 95% | speed ratio | 95% |", "|---" * 7 + "|"]
+        lines += [f"| {r['method']} | {r['base']} | {r['dataset']} | {r['mat_ratio']:.3f} | "
+                  f"{r['mat_ci'][0]:.3f}–{r['mat_ci'][1]:.3f} | {r['speed_ratio']:.3f} | "
+                  f"{r['speed_ci'][0]:.3f}–{r['speed_ci'][1]:.3f} |" for r in relations]
     lines += ["", f"A divergence from vanilla at a top-2 logit gap above {SUSPECT_GAP} is not a rounding near-tie: "
               "it is flagged as suspect (a bug)."]
     (out_dir / "summary.md").write_text("\n".join(lines).lstrip() + "\n", encoding="utf-8")
