@@ -59,6 +59,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--gru-table", action="store_true",
                      help="domino / graft_tail with a Domino drafter: gather the GRU input gates from a precomputed "
                      "[vocab, 3 x GRU width] table instead of a GEMV per draft")
+    gen.add_argument("--head-kernel", choices=("block", "step"), default=None,
+                     help="domino / graft_tail with --candidates and --gru-table, greedy drafts: on a GPU, run the "
+                     "head's candidate loop as one persistent kernel per block (block, batch 1: the fastest measured) "
+                     "or a kernel per draft (step); elsewhere, and for shapes a kernel does not take, the XLA loop")
     gen.add_argument("--draft-confidence", type=float, default=None, metavar="P",
                      help="draft_model: stop the chain after a draft the drafter gives probability < P "
                      "(default: always draft gamma = 4)")
@@ -347,6 +351,13 @@ def run_generate(args) -> None:
         options |= _tr_tree_option(args.tr_tree)
     if args.gru_table and args.method not in ("domino", "graft_tail"):
         raise UserError("--gru-table applies to --method domino and graft_tail only")
+    if args.head_kernel is not None:
+        if args.method not in ("domino", "graft_tail"):
+            raise UserError("--head-kernel applies to --method domino and graft_tail (with a Domino drafter) only")
+        if args.candidates is None or not args.gru_table:
+            raise UserError("--head-kernel runs Domino's candidate loop with the GRU input table: it needs "
+                            "--candidates and --gru-table")
+        options["head_kernel"] = args.head_kernel
     if args.full_block:
         if args.method not in ("dflash", "domino", "graft_tail"):
             raise UserError("--full-block applies to --method dflash, domino and graft_tail only")

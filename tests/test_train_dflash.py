@@ -575,6 +575,23 @@ def test_train_only_data_joins_training_and_keeps_the_held_out_set(workspace, tm
     assert "holds a run with other settings" in err and "train_only_data" in err
 
 
+def test_generate_runs_the_fast_domino_head(workspace, trained, capsys):
+    """`jspec generate` with the bench's fastest Domino configuration (candidates, GRU table, block kernel, head
+    stop; the XLA loop off GPU) emits vanilla's tokens."""
+    root, _ = workspace
+    prompt = ["--model", str(root / "model"), "--prompt", "t3 t7 t1 t9", "--max-new-tokens", "16", "--raw",
+              "--dtype", "float32", "--json", "--max-cache-len", "128"]
+
+    def tokens(*extra):
+        capsys.readouterr()
+        assert main(["generate", *prompt, *extra]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])["tokens"]
+
+    fast = tokens("--method", "domino", "--drafter", str(trained["domino"][0] / "drafter"), "--candidates", "4",
+                  "--gru-table", "--head-kernel", "block", "--head-stop", "0.1")
+    assert fast == tokens("--method", "vanilla") and len(fast) == 16
+
+
 def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     root, _ = workspace
     drafters = ["--dflash-drafter", str(trained["dflash"][0] / "drafter"), "--domino-drafter",
