@@ -72,4 +72,5 @@ def test_pairs_only_the_prompts_all_three_ran():
 def test_the_bench_summary_prints_the_ratios(tmp_path):
     (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in _records(gain=1.1)))
     write_report(tmp_path, "# test")
-    assert "| domino | dflash | mean | 1.100 | 1.100–1.100 | 1.078 | 1.078–1.078 |" in (tmp_path / "summary.md").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| domino | dflash | mean | 1.100 | 1.100–1.100 | 1.078 | 1.078–1.078 |" in summary

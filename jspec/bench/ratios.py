@@ -43,12 +43,12 @@ def paired_ratios(records: list[dict], reps: int = 2000, seed: int = 0) -> list[
             draws = rng.integers(0, len(ids), (reps, len(ids)))
             per_dataset[dataset] = (_mat_speedup(stats.sum(axis=1)[:, None]),
                                     _mat_speedup(stats[:, draws].sum(axis=2)))
-        for dataset, (point, reps_) in per_dataset.items():
-            rows.append(_row(method, base, dataset, point, reps_))
+        for dataset, (point, replicates) in per_dataset.items():
+            rows.append(_row(method, base, dataset, point, replicates))
         if len(per_dataset) > 1:
             point = np.mean([p for p, _ in per_dataset.values()], axis=0)
-            reps_ = np.mean([r for _, r in per_dataset.values()], axis=0)
-            rows.append(_row(method, base, MEAN, point, reps_))
+            replicates = np.mean([r for _, r in per_dataset.values()], axis=0)
+            rows.append(_row(method, base, MEAN, point, replicates))
     return rows
 
 
@@ -61,9 +61,9 @@ def _mat_speedup(sums: np.ndarray) -> np.ndarray:
     return np.stack([mat, speedup], axis=-1).transpose(1, 0, 2)  # [R, {method, base}, {MAT, speedup}]
 
 
-def _row(method: str, base: str, dataset: str, point: np.ndarray, reps: np.ndarray) -> dict:
+def _row(method: str, base: str, dataset: str, point: np.ndarray, replicates: np.ndarray) -> dict:
     ratio = point[0, 0] / point[0, 1]  # [{MAT, speedup}]
-    lo, hi = np.quantile(reps[:, 0] / reps[:, 1], [0.025, 0.975], axis=0)
+    lo, hi = np.quantile(replicates[:, 0] / replicates[:, 1], [0.025, 0.975], axis=0)
     return {"method": method, "base": base, "dataset": dataset,
             "mat_ratio": float(ratio[0]), "mat_ci": (float(lo[0]), float(hi[0])),
             "speed_ratio": float(ratio[1]), "speed_ci": (float(lo[1]), float(hi[1]))}

@@ -65,8 +65,8 @@ def draft_acceptance(records: list[dict], depth: int = 4) -> list[dict]:
     """Per (dataset, method) with drafts, pooled over its decode steps: P(d1), the chance the first draft is
     accepted, then P(dk | dk-1), the chance draft k is accepted once draft k - 1 was (a tree's depth k). This splits
     MAT into the first draft and the chain after it. `reach`: P(at least k drafts accepted) for k = 1..depth, whose
-    sum over all k is MAT − 1 (a head that corrects deep drafts shows there). `accepted` lists the tokens each target forward emitted, the
-    prefill's first; records without it are skipped."""
+    sum over all k is MAT − 1 (a head that corrects deep drafts shows there). `accepted` lists the tokens each
+    target forward emitted, the prefill's first; records without it are skipped."""
     counts = collections.defaultdict(lambda: [0] * (depth + 1))  # counts[k]: steps that accepted >= k drafts
     for r in records:
         if r["method"] == "vanilla" or "accepted" not in r:
