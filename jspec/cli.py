@@ -490,8 +490,10 @@ def run_bench(args) -> None:
     header = (f"# jspec bench: {model.name} ({dtype}) on {device}, {time.strftime('%Y-%m-%d')}\n\n"
               f"`jspec {shlex.join(args.argv)}` (every option as given, the rest at its default), batch 1; "
               "speedup is measured against vanilla in the same run.")
-    for row in write_report(out, header):
-        print(f"{row['dataset']:10s} {row['method']:16s} MAT {row['mat']:.2f}  {row['tok_per_s']:8.1f} tok/s  "
+    rows = write_report(out, header)
+    width = max(len(row["method"]) for row in rows)
+    for row in rows:
+        print(f"{row['dataset']:10s} {row['method']:{width}s} MAT {row['mat']:.2f}  {row['tok_per_s']:8.1f} tok/s  "
               f"speedup {row['speedup']:.2f}x" + ("" if row["identical"] is None else
                                                    f"  identical {100 * row['identical']:.0f}%"))
 
