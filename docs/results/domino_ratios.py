@@ -1,4 +1,4 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 30, `ratio_vs_strength.png`): the
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 30): the
 held-out walk runs compared so far, each run's walk MAT, a bench's MAT per task and method, and the ratio axes.
 Imported by those plot.py scripts (run from the repository root)."""
 
@@ -44,6 +44,31 @@ def plot_walks(ax, walks: list[tuple[str, pathlib.Path, pathlib.Path]]) -> None:
         base = walk_mat(dflash)
         ratio = walk_mat(domino) / base
         ax.scatter(base, ratio, color=f"C{i}", label=f"{label}: {ratio:.3f}", marker="s" if "alone" in label else "o")
+
+
+def plot_bench_means(ax, benches: list[tuple[str, pathlib.Path]]) -> None:
+    """One point per bench: DFlash's mean MAT over the bench's tasks against domino_block's ratio to it (squares:
+    heads trained alone)."""
+    for i, (label, bench) in enumerate(benches):
+        mats = bench_mats(bench)
+        base, domino = mean_mat(mats, "dflash"), mean_mat(mats, "domino_block")
+        ax.scatter(base, domino / base, color=f"C{i}", label=f"{label}: {domino / base:.3f}",
+                   marker="s" if "alone" in label else "o")
+
+
+def finish_ratio_figure(fig, left, right, right_what: str, right_title: str, suptitle: str, path: pathlib.Path,
+                        **legend) -> None:
+    """The walk panel (left) and the bench panel (right): ratio axes, legends (`legend`: ax.legend's placement),
+    titles; then the figure is saved to `path`."""
+    for ax, what in ((left, "held-out walk MAT"), (right, right_what)):
+        ratio_axes(ax, what)
+        ax.legend(fontsize=7, **legend)
+    left.set_title("held out: 64 records, decode loop replayed")
+    right.set_title(right_title)
+    fig.suptitle(suptitle, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
 
 
 def ratio_axes(ax, what: str) -> None:

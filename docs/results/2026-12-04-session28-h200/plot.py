@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S25, S26, WALKS_TO_S28, bench_mats, mean_mat, plot_walks, ratio_axes  # noqa: E402
+from domino_ratios import S25, S26, WALKS_TO_S28, finish_ratio_figure, plot_bench_means, plot_walks  # noqa: E402
 
 benches = [("s25, 5 tasks", S25 / "bench5_t0"), ("s26, 4 tasks", S26 / "bench5_t0_partial"),
            ("s28, 5 tasks", here / "bench5_t0")]
@@ -22,17 +22,7 @@ benches = [("s25, 5 tasks", S25 / "bench5_t0"), ("s26, 4 tasks", S26 / "bench5_t
 
 fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
 plot_walks(left, WALKS_TO_S28)
-for i, (label, bench) in enumerate(benches):
-    mats = bench_mats(bench)
-    base, domino = mean_mat(mats, "dflash"), mean_mat(mats, "domino_block")
-    right.scatter(base, domino / base, color=f"C{i}", label=f"{label}: {domino / base:.3f}")
-for ax, what in ((left, "held-out walk MAT"), (right, "bench mean MAT")):
-    ratio_axes(ax, what)
-    ax.legend(fontsize=7, loc="upper right")
-left.set_title("held out: 64 records, decode loop replayed")
-right.set_title("T = 0 bench, 20 prompts a task")
-fig.suptitle("Qwen2.5-Coder-1.5B on an H200: the stronger the DFlash drafter, the less the Domino head adds",
-             fontsize=10)
-fig.tight_layout()
-fig.savefig(here / "ratio_vs_strength.png", dpi=120)
-print(f"wrote {here / 'ratio_vs_strength.png'}")
+plot_bench_means(right, benches)
+finish_ratio_figure(fig, left, right, "bench mean MAT", "T = 0 bench, 20 prompts a task",
+                    "Qwen2.5-Coder-1.5B on an H200: the stronger the DFlash drafter, the less the Domino head adds",
+                    here / "ratio_vs_strength.png", loc="upper right")

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S25, S26, S28, WALKS_TO_S28, bench_mats, plot_walks, ratio_axes  # noqa: E402
+from domino_ratios import S25, S26, S28, WALKS_TO_S28, bench_mats, finish_ratio_figure, plot_walks  # noqa: E402
 
 walks = [(label.replace(" (DFlash 1,200 steps)", ""), dflash, domino) for label, dflash, domino in WALKS_TO_S28]
 walks.append(("s29 joint, continued with follow-up turns", here / "dflash", here / "domino_tf_curriculum"))
@@ -31,12 +31,6 @@ for i, (label, bench) in enumerate(benches):
         base = mats[task, "dflash"]
         ratio = mats[task, "domino_block"] / base
         right.scatter(base, ratio, color=f"C{i}", marker=marker, label=f"{label} {task}: {ratio:.3f}")
-for ax, what in ((left, "held-out walk MAT"), (right, "bench MAT")):
-    ratio_axes(ax, what)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
-left.set_title("held out: 64 records, decode loop replayed")
-right.set_title("T = 0 bench, HumanEval (o) and GSM8K (^), 20 prompts each")
-fig.suptitle("Qwen2.5-Coder-1.5B on an H200: Domino's gain over DFlash, sessions 25-29", fontsize=10)
-fig.tight_layout()
-fig.savefig(here / "ratio_vs_strength.png", dpi=120)
-print(f"wrote {here / 'ratio_vs_strength.png'}")
+finish_ratio_figure(fig, left, right, "bench MAT", "T = 0 bench, HumanEval (o) and GSM8K (^), 20 prompts each",
+                    "Qwen2.5-Coder-1.5B on an H200: Domino's gain over DFlash, sessions 25-29",
+                    here / "ratio_vs_strength.png", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)

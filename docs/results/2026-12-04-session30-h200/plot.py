@@ -16,7 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S25, S26, S27, S28, S29, WALKS_TO_S28, bench_mats, mean_mat, plot_walks, ratio_axes  # noqa: E402
+from domino_ratios import (S25, S27, S28, S29, WALKS_TO_S28, finish_ratio_figure, plot_bench_means,  # noqa: E402
+                           plot_walks)
 
 head_runs = [("s27: 600 steps on s26 DFlash", S27 / "domino_frozen_backbone"),
              ("s28: 400 steps on s28 DFlash", S28 / "domino_head_alone"),
@@ -37,18 +38,7 @@ curve.set_ylabel("teacher-forced accepted length, head / base")
 curve.set_title("head alone: held-out gain during training")
 curve.legend(fontsize=7)
 plot_walks(left, walks)
-for i, (label, bench) in enumerate(benches):
-    mats = bench_mats(bench)
-    base, domino = mean_mat(mats, "dflash"), mean_mat(mats, "domino_block")
-    right.scatter(base, domino / base, color=f"C{i}", label=f"{label}: {domino / base:.3f}",
-                  marker="s" if "alone" in label else "o")
-for ax, what in ((left, "held-out walk MAT"), (right, "bench mean MAT")):
-    ratio_axes(ax, what)
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1)
-left.set_title("held out: 64 records, decode loop replayed")
-right.set_title("T = 0 bench, 5 tasks, 20 prompts each")
-fig.suptitle("Qwen2.5-Coder-1.5B on an H200: the Domino head trained alone, longer, on a fixed DFlash drafter",
-             fontsize=10)
-fig.tight_layout()
-fig.savefig(here / "head_alone.png", dpi=120)
-print(f"wrote {here / 'head_alone.png'}")
+plot_bench_means(right, benches)
+finish_ratio_figure(fig, left, right, "bench mean MAT", "T = 0 bench, 5 tasks, 20 prompts each",
+                    "Qwen2.5-Coder-1.5B on an H200: the Domino head trained alone, longer, on a fixed DFlash drafter",
+                    here / "head_alone.png", loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1)
