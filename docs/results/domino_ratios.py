@@ -1,5 +1,6 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 30): the
-held-out walk runs compared so far, each run's walk MAT, a bench's MAT per task and method, and the ratio axes.
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 30): the held-out walk runs compared
+so far, each run's walk MAT, a bench's MAT per task and method, the walk and bench-mean scatters, the ratio axes and
+the two panels' finish.
 Imported by those plot.py scripts (run from the repository root)."""
 
 import json
