@@ -12,7 +12,8 @@
 #                                            # ttt: without it, as in the paper's ablation; frozen_backbone: the
 #                                            # head alone on a trained backbone; CURRICULUM_START: λ at step 0;
 #                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export;
-#                                            # HEAD_RANK / GRU_HIDDEN: --rank / --gru-hidden of the head)
+#                                            # HEAD_RANK / GRU_HIDDEN: --rank / --gru-hidden of the head;
+#                                            # POSITION_WEIGHTS=reach: --position-weights reach)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino_block, graft_tail: drafts stay
 #                                            # greedy, so the block kernel serves T > 0 too; METHODS, TASKS and
@@ -105,7 +106,7 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     v=${2:-tf_curriculum}
     train_drafter domino "domino_$v" $(variant_flags "$v") ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} \
       ${INIT_BACKBONE:+--init-backbone $INIT_BACKBONE} ${HEAD_RANK:+--rank $HEAD_RANK} \
-      ${GRU_HIDDEN:+--gru-hidden $GRU_HIDDEN} ;;
+      ${GRU_HIDDEN:+--gru-hidden $GRU_HIDDEN} ${POSITION_WEIGHTS:+--position-weights $POSITION_WEIGHTS} ;;
   bench)
     temp=${TEMP:-0}
     name=${BENCH_NAME:-bench5_t$temp}  # a run split over two GPUs by TASKS needs two names

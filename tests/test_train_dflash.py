@@ -143,10 +143,12 @@ def test_anchors_are_distinct_answer_positions_with_an_answer_successor():
     assert set(np.asarray(sample_blocks(jax.random.key(0), batch, 11, 3).anchors[0]).tolist()) == candidates[0]
 
 
-@pytest.mark.parametrize("kind", ["dflash", "domino"])
-def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypatch, kind):
+@pytest.mark.parametrize("kind, reach", [("dflash", False), ("domino", False), ("dflash", True), ("domino", True)])
+def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypatch, kind, reach):
     """`block_loss` (Domino's GRU run once outside the loss chunks, logits rematerialised per chunk of blocks) has the
-    value and gradient of (1 − λ)·Σ w·CE(final) / Σ w + λ·Σ w·CE(base) / Σ w over all blocks at once, in float32."""
+    value and gradient of (1 − λ)·Σ w·CE(final) / Σ w + λ·Σ w·CE(base) / Σ w over all blocks at once, in float32;
+    w is the position decay, or with `reach` each logits' product of its earlier drafts' label probabilities (held
+    fixed: no gradient flows through w)."""
     monkeypatch.setattr(dflash_train, "LOGITS_PER_CHUNK", 2 * 3 * QWEN.vocab_size)  # 2 blocks a chunk: 3 chunks
     backbone_cfg = DFlashConfig.for_target(QWEN, num_layers=1, block_size=4, mask_token_id=90,
                                            shift_label=kind == "domino")
@@ -166,23 +168,40 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
     graphdef, weights = nnx.split(model)
 
     def chunked(weights, hidden):
-        return block_loss(nnx.merge(graphdef, weights), embed, lm_head, hidden, blocks, lam, gamma, False)[0]
+        return block_loss(nnx.merge(graphdef, weights), embed, lm_head, hidden, blocks, lam, gamma, False, reach)[0]
 
     def whole(weights, hidden):
         first = backbone_cfg.first_draft_row
         rows = hidden[:, :, first : first + j].reshape(6, j, -1)
         final, base = draft_logits(nnx.merge(graphdef, weights), embed, lm_head, rows,
                                    blocks.prev.reshape(6, j), ttt=False)
-        w = jnp.where(valid.reshape(6, j), jnp.exp(-jnp.arange(j) / gamma), 0.0)
-        labels = blocks.labels.reshape(6, j, 1)
+        labels, scored = blocks.labels.reshape(6, j, 1), valid.reshape(6, j)
         ce = [jax.nn.logsumexp(x, -1) - jnp.take_along_axis(x, labels, -1)[..., 0] for x in (final, base)]
-        return ((1 - lam) * jnp.sum(w * ce[0]) + lam * jnp.sum(w * ce[1])) / jnp.sum(w)
+        if not reach:
+            w = jnp.where(scored, jnp.exp(-jnp.arange(j) / gamma), 0.0)
+            return ((1 - lam) * jnp.sum(w * ce[0]) + lam * jnp.sum(w * ce[1])) / jnp.sum(w)
+        loss = 0.0
+        for share, c in ((1 - lam, ce[0]), (lam, ce[1])):
+            p = jax.lax.stop_gradient(jnp.where(scored, jnp.exp(-c), 0.0))
+            w = jnp.stack([jnp.prod(p[:, :k], axis=1) for k in range(j)], axis=1) * scored
+            loss = loss + share * jnp.sum(w * c) / jnp.sum(w)
+        return loss
 
     got, got_grad = jax.jit(jax.value_and_grad(chunked, argnums=(0, 1)))(weights, hidden)
     want, want_grad = jax.jit(jax.value_and_grad(whole, argnums=(0, 1)))(weights, hidden)
     np.testing.assert_allclose(got, want, rtol=1e-5)
     for g, r in zip(jax.tree.leaves(got_grad), jax.tree.leaves(want_grad)):
         np.testing.assert_allclose(g, r, rtol=1e-4, atol=1e-6)
+
+
+def test_reach_weights_are_the_probability_that_the_earlier_drafts_are_right():
+    ce = -np.log(np.array([[0.5, 0.4, 0.9, 0.2], [0.8, 0.5, 0.5, 0.5]], np.float32))
+    valid = np.array([[True, True, True, True], [True, False, True, True]])
+    got = dflash_train.reach_weights(jnp.asarray(ce), jnp.asarray(valid))
+    # Row 2's second draft is unscored: nothing after it can be reached (its own weight is still 0.8; the loss
+    # masks unscored drafts).
+    np.testing.assert_allclose(got, [[1.0, 0.5, 0.2, 0.18], [1.0, 0.8, 0.0, 0.0]], rtol=1e-6)
+    assert jax.grad(lambda c: dflash_train.reach_weights(c, jnp.asarray(valid)).sum())(jnp.asarray(ce)).any() == 0
 
 
 def test_curriculum_moves_the_base_share_from_one_to_zero():
@@ -427,6 +446,23 @@ def test_frozen_backbone_trains_the_head_alone(workspace, trained, tmp_path):
     assert runs["dflash", dflash_export] == runs["dflash", tmp_path / "head" / "drafter"]
 
 
+def test_reach_weighted_head_trains_on_a_frozen_backbone(workspace, trained, tmp_path):
+    """The head alone with --position-weights reach: its loss falls, and the held-out base accepted length is the
+    DFlash drafter's (the backbone stays frozen)."""
+    root, model = workspace
+    cfg = dataclasses.replace(DOMINO, steps=10, eval_every=5, init_backbone=str(trained["dflash"][0] / "drafter"),
+                              freeze_backbone=True, position_weights="reach")
+    train_dflash(model, root / "data", tmp_path / "head", cfg, export_dtype="float32", progress=False)
+    metrics = run_metrics(tmp_path / "head")
+    train = [r for r in metrics if r["split"] == "train"]
+    evals = [r for r in metrics if r["split"] == "eval"]
+    assert train[-1]["final_loss"] < train[0]["final_loss"]
+    dflash_eval = [r for r in run_metrics(trained["dflash"][0]) if r["split"] == "eval"][-1]
+    assert evals[-1]["base_accept_len"] == pytest.approx(dflash_eval["accept_len"], rel=1e-5)
+    with pytest.raises(UserError, match="--position-weights must be one of decay, reach, got 'flat'"):
+        dataclasses.replace(cfg, position_weights="flat")
+
+
 def test_freeze_backbone_errors():
     with pytest.raises(UserError, match="--freeze-backbone keeps the backbone as it starts: give it a trained one"):
         dataclasses.replace(DOMINO, freeze_backbone=True)
@@ -529,9 +565,11 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
     assert run["domino"] and run["ttt"] and not run["curriculum"]
     assert json.loads((tmp_path / "ttt" / "drafter" / "config.json").read_text())["dflash_config"][
         "projector_type"] == "domino"
-    # --head-off trains and exports the plain DFlash recipe.
-    assert main(_cli(workspace, "domino", tmp_path / "off", "--head-off", "--steps", "2")) == 0
-    assert not json.loads((tmp_path / "off" / "run.json").read_text())["config"]["domino"]
+    # --head-off trains and exports the plain DFlash recipe (here with reach-weighted drafts).
+    assert main(_cli(workspace, "domino", tmp_path / "off", "--head-off", "--steps", "2",
+                     "--position-weights", "reach")) == 0
+    run = json.loads((tmp_path / "off" / "run.json").read_text())["config"]
+    assert not run["domino"] and run["position_weights"] == "reach"
     assert "projector_type" not in json.loads((tmp_path / "off" / "drafter" / "config.json").read_text())[
         "dflash_config"]
 
@@ -612,6 +650,7 @@ def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     ("dflash", ["--anchors-per-seq", "64"], "--anchors-per-seq 64 exceeds the 63 anchor positions"),
     ("dflash", ["--seq-len", "4"], "--seq-len 4 is shorter than a block"),
     ("dflash", ["--gamma-decay", "0"], "--gamma-decay must be > 0"),
+    ("domino", ["--position-weights", "uniform"], "argument --position-weights: invalid choice: 'uniform'"),
     ("dflash", ["--ttt"], "unrecognized arguments: --ttt"),
     ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
     ("domino", ["--curriculum-start", "1.5"], r"--curriculum-start must be in \[0, 1\], got 1.5"),

@@ -62,6 +62,7 @@ LOGITS_PER_CHUNK = 2**26  # vocabulary logits held at once by the loss (256 MiB 
 
 
 INIT_LAYERS = ("random", "target")
+POSITION_WEIGHTS = ("decay", "reach")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +77,9 @@ class DFlashTrainConfig:
     num_layers: int = 5  # draft layers (Qwen3-8B recipe); also the number of target taps
     anchors_per_seq: int = 128  # blocks per packed row
     gamma_decay: float = 7.0  # γ of the position weights: 7 for blocks of 16 (paper: 5 for 10, 4 for 8)
+    # "decay": exp(−(j − 1)/γ), the paper's; "reach": each draft weighted by the probability that the drafter's own
+    # earlier drafts are right (`reach_weights`), ours
+    position_weights: str = "decay"
     intermediate_size: int | None = None  # drafter MLP width; None: the target's
     eval_records: int = 64
     eval_every: int = 200
@@ -121,6 +125,9 @@ class DFlashTrainConfig:
             raise UserError(f"--compute-dtype must be one of {', '.join(COMPUTE_DTYPES)}, got {self.compute_dtype!r}")
         if not self.gamma_decay > 0:
             raise UserError(f"--gamma-decay must be > 0, got {self.gamma_decay}")
+        if self.position_weights not in POSITION_WEIGHTS:
+            raise UserError(f"--position-weights must be one of {', '.join(POSITION_WEIGHTS)}, got "
+                            f"{self.position_weights!r}")
         if not 0 < self.curriculum_fraction <= 1:
             raise UserError(f"--curriculum-fraction must be in (0, 1], got {self.curriculum_fraction}")
         if not 0 <= self.curriculum_start <= 1:
@@ -307,14 +314,27 @@ def draft_logits(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"
     return head.corrected(base, pre), base
 
 
+def reach_weights(ce: Float[Array, "M J"], valid: Bool[Array, "M J"]) -> Float[Array, "M J"]:
+    """Draft j's probability of being reached: the product of the probabilities the logits give the data tokens of
+    drafts 1 .. j − 1 (1 for the first draft; 0 after an unscored one), without gradient. Weighting draft j's CE by
+    it trains each draft on the blocks whose earlier drafts the drafter itself gets right, the only ones where draft
+    j can be accepted; the gradient is then that of the expected number of drafts accepted when the drafter's chain
+    is sampled (Σ_j Π_{i≤j} p_i), held as each draft's weighted log-likelihood."""
+    p = jnp.where(valid, jnp.exp(-ce), 0.0)
+    reached = jnp.cumprod(jnp.concatenate([jnp.ones_like(p[:, :1]), p[:, :-1]], axis=-1), axis=-1)
+    return jax.lax.stop_gradient(reached)
+
+
 def _ce_terms(logits: Float[Array, "M J V"], labels: Int[Array, "M J"], valid: Bool[Array, "M J"],
-              weights: Float[Array, " J"]) -> dict[str, Array]:
-    """Weighted CE sum, per-position hits and the blocks' greedy accepted lengths (drafts accepted until the first
-    wrong or unscored one)."""
+              decay: Float[Array, " J"], reach: bool) -> dict[str, Array]:
+    """Weighted CE sum and its weight (the position `decay`, or with `reach` the `reach_weights`), per-position hits
+    and the blocks' greedy accepted lengths (drafts accepted until the first wrong or unscored one)."""
     ce = jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    weights = jnp.where(valid, reach_weights(ce, valid) if reach else decay, 0.0)
     correct = (jnp.argmax(logits, axis=-1) == labels) & valid
     accepted = jnp.sum(jnp.cumprod(correct, axis=-1), axis=-1)
-    return {"ce": jnp.sum(jnp.where(valid, ce * weights, 0.0)), "hits": jnp.sum(correct, axis=0, dtype=jnp.float32),
+    return {"ce": jnp.sum(jnp.where(valid, ce * weights, 0.0)), "weight": jnp.sum(weights),
+            "hits": jnp.sum(correct, axis=0, dtype=jnp.float32),
             "accepted": jnp.sum(jnp.where(jnp.any(valid, axis=-1), accepted, 0), dtype=jnp.float32)}
 
 
@@ -343,29 +363,29 @@ def _chunked_drafts(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V
 
 def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
                hidden: Float[Array, "R N B H"], blocks: Blocks, lam: Float[Array, ""], gamma: float,
-               ttt: bool) -> tuple[Float[Array, ""], dict[str, Array]]:
-    """(1 − λ)·CE(final) + λ·CE(base), each Σ w·CE / Σ w, and summed statistics (see `summarize`)."""
+               ttt: bool, reach: bool = False) -> tuple[Float[Array, ""], dict[str, Array]]:
+    """(1 − λ)·CE(final) + λ·CE(base), each Σ w·CE / Σ w with w the position decay exp(−(j − 1)/γ) or, with
+    `reach`, each logits' own `reach_weights`; and summed statistics (see `summarize`)."""
     j = blocks.labels.shape[-1]
     valid = blocks.valid.reshape(-1, j)
-    weights = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
+    decay = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
     split = _chunked_drafts(model, embed, hidden, blocks, teacher_forced=not ttt)
 
     @jax.checkpoint  # recompute each chunk's logits in the backward pass instead of keeping them all
     def chunk(xs):
         rows_c, prev_c, labels_c, valid_c, pre_c = xs
         final, base = draft_logits(model, embed, lm_head, rows_c, prev_c, ttt, pre_c)
-        out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, weights).items()}
-        return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, weights).items()}
+        out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, decay, reach).items()}
+        return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, decay, reach).items()}
 
     def body(total, xs):
         return jax.tree.map(jnp.add, total, chunk(xs)), None
 
     zero = jax.eval_shape(chunk, [None if x is None else x[0] for x in split])
     sums, _ = jax.lax.scan(body, jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), zero), split)
-    weight = jnp.sum(jnp.where(valid, weights, 0.0))
-    denom = jnp.maximum(weight, 1e-6)
-    loss = (1.0 - lam) * sums["final_ce"] / denom + lam * sums["base_ce"] / denom
-    stats = sums | {"weight": weight, "scored": jnp.sum(valid, axis=0, dtype=jnp.float32),
+    loss = ((1.0 - lam) * sums["final_ce"] / jnp.maximum(sums["final_weight"], 1e-6)
+            + lam * sums["base_ce"] / jnp.maximum(sums["base_weight"], 1e-6))
+    stats = sums | {"scored": jnp.sum(valid, axis=0, dtype=jnp.float32),
                     "blocks": jnp.sum(jnp.any(valid, axis=-1), dtype=jnp.float32)}
     return loss, stats
 
@@ -374,10 +394,10 @@ def summarize(sums: dict[str, np.ndarray], head: bool) -> dict:
     """Final-logit loss, per-draft accuracy and mean accepted length (counting the bonus token, as τ does) from
     summed `block_loss` statistics; with a head also the base logits' (`base_*`)."""
     scored = np.maximum(np.asarray(sums["scored"]), 1.0)
-    weight, blocks = max(float(sums["weight"]), 1e-6), max(float(sums["blocks"]), 1.0)
+    blocks = max(float(sums["blocks"]), 1.0)
     out = {}
     for kind, prefix in (("final", ""), ("base", "base_")) if head else (("final", ""),):
-        out |= {f"{prefix}loss": float(sums[f"{kind}_ce"]) / weight,
+        out |= {f"{prefix}loss": float(sums[f"{kind}_ce"]) / max(float(sums[f"{kind}_weight"]), 1e-6),
                 f"{prefix}acc": (np.asarray(sums[f"{kind}_hits"]) / scored).tolist(),
                 f"{prefix}accept_len": 1.0 + float(sums[f"{kind}_accepted"]) / blocks}
     return out
@@ -394,6 +414,7 @@ class Objective:
     seed: int
     compute_dtype: str = "bfloat16"
     freeze_backbone: bool = False  # Domino: gradients reach the head only
+    reach: bool = False  # position weights: `reach_weights` instead of the decay
 
 
 def _lm_head(target_params: nnx.State) -> Array:
@@ -413,7 +434,8 @@ def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphD
         backbone = model.backbone if isinstance(model, DominoDrafter) else model
         blocks = sample_blocks(key, batch, objective.anchors, backbone.cfg.num_drafts)
         hidden = block_hidden(backbone, embed, batch, features, blocks.anchors)
-        return block_loss(model, embed, _lm_head(target_params), hidden, blocks, lam, objective.gamma, objective.ttt)
+        return block_loss(model, embed, _lm_head(target_params), hidden, blocks, lam, objective.gamma, objective.ttt,
+                          objective.reach)
 
     return loss_fn
 
@@ -680,7 +702,8 @@ def train_dflash(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
                        objective=Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq,
                                            gamma=cfg.gamma_decay, ttt=cfg.ttt, seed=cfg.seed,
                                            compute_dtype=cfg.compute_dtype,
-                                           freeze_backbone=cfg.freeze_backbone))
+                                           freeze_backbone=cfg.freeze_backbone,
+                                           reach=cfg.position_weights == "reach"))
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         lams = curriculum(cfg)
