@@ -35,6 +35,11 @@
 #       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
 #       BENCH=0 skips the benches (train and pack only, when a session's device time is short). Touches
 #       $RESULTS/train-bench.done.
+#   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
+#       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
+#       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
+#       bench of BENCH_METHODS (default vanilla,dflash,domino_block_stop,graft_tail) at the first of CANDIDATES_LIST;
+#       BENCH_ENV as for train-bench (e.g. TEMP=1). Touches $RESULTS/bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
 #       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones), with FOLLOWUPS=N|all
 #       answers to N of ShareGPT's later user turns after their history (up to 768 prompt tokens), and with
@@ -71,7 +76,7 @@ DISTILL_DIR=$work/distill_followups issue4 distill" || return 1
   fi
 }
 
-case "${1:?head|train-profile|data|train-bench}" in
+case "${1:?head|train-profile|data|train-bench|bench}" in
   head)
     rm -f "$results/head.done"
     export JSPEC_HOME=${JSPEC_HOME:-/root/jspec_home} PYTHONPATH=/tmp/site:$PWD
@@ -157,5 +162,17 @@ issue5 bench"
       first=0
     done
     touch "$results/train-bench.done" ;;
-  *) echo "unknown part $1 (head|train-profile|data|train-bench)" >&2; exit 2 ;;
+  bench)
+    rm -f "$results/bench.done"
+    run=${DOMINO_RUN:-domino_frozen_backbone}
+    rm -rf "$work/dflash" "$work/$run"
+    : "${INIT_FROM:?INIT_FROM=DFLASH_PARTS,DOMINO_PARTS: bench/parts.sh folders of the drafters to bench}"
+    for parts in ${INIT_FROM//,/ }; do bash bench/parts.sh unpack "$parts" "$work" || exit 1; done
+    for d in dflash "$run"; do
+      [ -d "$work/$d/drafter" ] || { echo "INIT_FROM unpacked no $d/drafter into $work" >&2; exit 2; }
+    done
+    methods=${BENCH_METHODS:-vanilla,dflash,domino_block_stop,graft_tail}
+    bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} DOMINO_RUN=$run CANDIDATES=${candidates%%,*} METHODS=$methods issue5 bench"
+    touch "$results/bench.done" ;;
+  *) echo "unknown part $1 (head|train-profile|data|train-bench|bench)" >&2; exit 2 ;;
 esac
