@@ -5,6 +5,7 @@ also session 31's rank-256 run with `--position-weights reach`, stopped after 67
 Middle and right: `domino_block_stop` over `dflash` per task and on the mean, MAT ratio and speed ratio, with 95%
 paired-bootstrap intervals (jspec.bench.ratios), for the T = 0 benches of both sessions and session 31's T = 1 bench.
 The dashed lines are issue 5's goals (1.12 and 1.08).
+ratio_vs_task_mat.png: see the comment above it.
 Run from the repository root: python docs/results/2026-12-04-session31-h200/plot.py"""
 
 import json
@@ -12,13 +13,14 @@ import pathlib
 import sys
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S30  # noqa: E402
+from domino_ratios import GOAL, S30, bench_mats  # noqa: E402
 
 from jspec.bench.ratios import paired_ratios  # noqa: E402
 
@@ -61,5 +63,38 @@ fig.suptitle("Qwen2.5-Coder-1.5B on an H200: twice the head's rank changes nothi
              "train slower", fontsize=10)
 fig.tight_layout()
 path = here / "head_variants.png"
+fig.savefig(path, dpi=120)
+print(f"wrote {path}")
+
+# ratio_vs_task_mat.png: per task, Domino's MAT ratio against DFlash's MAT, both T = 0 benches (whole head), with a
+# least-squares line; for scale, the pair the Domino paper (arXiv 2605.29707, Fig. 1, Qwen3-8B, as quoted by
+# secondary pages) publishes: DFlash τ 4.03, Domino 4.70. Not measured here.
+PAPER_DFLASH, PAPER_DOMINO = 4.03, 4.70
+fig, ax = plt.subplots(figsize=(7, 4.8))
+xs, ys = [], []
+for i, (label, bench) in enumerate(benches[:2]):
+    mats = bench_mats(bench)
+    for task in TASKS[:-1]:
+        x, y = mats[task, "dflash"], mats[task, "domino_block"] / mats[task, "dflash"]
+        xs.append(x)
+        ys.append(y)
+        ax.scatter(x, y, color=f"C{i + 3}", label=label if task == TASKS[0] else None)
+        if i == 0:
+            ax.annotate(task, (x, y), textcoords="offset points", xytext=(5, 3), fontsize=7)
+slope, intercept = np.polyfit(xs, ys, 1)
+r = np.corrcoef(xs, ys)[0, 1]
+line = np.linspace(1.6, 4.2, 2)
+ax.plot(line, intercept + slope * line, color="grey", linewidth=1,
+        label=f"fit: {intercept:.3f} + {slope:.3f} x DFlash MAT (r = {r:.2f})")
+ax.scatter(PAPER_DFLASH, PAPER_DOMINO / PAPER_DFLASH, marker="*", s=150, facecolors="none", edgecolors="black",
+           label="paper, Qwen3-8B (published, not measured here)")
+ax.axhline(GOAL, color="grey", linestyle="--", linewidth=1)
+ax.axhline(1.0, color="black", linewidth=0.5)
+ax.set_xlabel("DFlash MAT on the task")
+ax.set_ylabel("domino_block / dflash, MAT")
+ax.set_title("T = 0 bench per task: the head gains more where DFlash's blocks go deeper", fontsize=10)
+ax.legend(fontsize=7, loc="upper left")
+fig.tight_layout()
+path = here / "ratio_vs_task_mat.png"
 fig.savefig(path, dpi=120)
 print(f"wrote {path}")
