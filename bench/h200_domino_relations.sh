@@ -30,8 +30,9 @@
 #       INIT_FROM=FOLDER,FOLDER (those parts, carried in a later session) starts both runs from them (--init-from;
 #       with DFlash's parts only, Domino's backbone starts as that DFlash drafter, --init-backbone, its head fresh;
 #       CURRICULUM_START: Domino's λ at step 0, below 1 for a head that is already trained or a backbone that
-#       is). TRAIN_DFLASH=0 benches the carried DFlash drafter as it is, with DOMINO_VARIANTS=frozen_backbone
-#       training the Domino head alone on it (Domino = that drafter + a head). Without INIT_FROM, the draft layers
+#       is). TRAIN_DFLASH=0 benches the carried DFlash drafter as it is. DOMINO_VARIANTS=frozen_backbone trains a
+#       Domino head alone on the DFlash drafter of the bench, carried or trained in the run (Domino = that drafter +
+#       a head). Without INIT_FROM, the draft layers
 #       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
 #       BENCH=0 skips the benches (train and pack only, when a session's device time is short). Touches
 #       $RESULTS/train-bench.done.
@@ -133,9 +134,14 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     steps=""
     for variant in ${variants//,/ }; do
       # A carried Domino continues; without one, Domino's backbone starts as the carried DFlash drafter (its head
-      # fresh), so both backbones have had the same steps.
+      # fresh), so both backbones have had the same steps. A fresh head alone (frozen_backbone) sits on the DFlash
+      # drafter the bench compares it with: the carried one, or the one trained above.
       start=$init
-      if [ -n "$init" ] && [ ! -d "$work/init/domino_$variant/drafter" ]; then
+      if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
+        :
+      elif [ "$variant" = frozen_backbone ]; then
+        start="INIT_FROM= INIT_BACKBONE=$work/dflash/drafter"
+      elif [ -n "$init" ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
       fi
       steps+="$train $start issue5 domino $variant; "
