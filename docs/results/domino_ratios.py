@@ -1,6 +1,6 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 30): the held-out walk runs compared
-so far, each run's walk MAT, a bench's MAT per task and method, the walk and bench-mean scatters, the ratio axes and
-the two panels' finish.
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 31): the held-out walk runs compared
+so far, each run's walk MAT, a bench's MAT per task and method, the head-alone training curves, the walk and
+bench-mean scatters, the ratio axes and the two panels' finish.
 Imported by those plot.py scripts (run from the repository root)."""
 
 import json
@@ -36,6 +36,20 @@ def mean_mat(mats: dict[tuple[str, str], float], method: str) -> float:
     """Mean over the bench's tasks of the method's MAT."""
     tasks = sorted({task for task, _ in mats})
     return sum(mats[t, method] for t in tasks) / len(tasks)
+
+
+def plot_head_curves(ax, runs: list[tuple[str, pathlib.Path]], title: str, legend_size: int) -> None:
+    """One line per training run: held-out teacher-forced accepted length, head over base (its frozen backbone's
+    logits), at each evaluation of the run's metrics.jsonl."""
+    for i, (label, run) in enumerate(runs):
+        evals = [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "eval"]
+        ax.plot([r["step"] for r in evals], [r["accept_len"] / r["base_accept_len"] for r in evals], "o-",
+                color=f"C{i}", label=label)
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.set_xlabel("training step")
+    ax.set_ylabel("teacher-forced accepted length, head / base")
+    ax.set_title(title)
+    ax.legend(fontsize=legend_size)
 
 
 def plot_walks(ax, walks: list[tuple[str, pathlib.Path, pathlib.Path]]) -> None:

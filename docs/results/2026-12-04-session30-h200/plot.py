@@ -5,7 +5,6 @@ evaluation of the run, from its metrics.jsonl. Middle: held-out walk MAT, Domino
 (`domino_block`) over DFlash, against DFlash's. The dashed line is issue 5's goal (1.12).
 Run from the repository root: python docs/results/2026-12-04-session30-h200/plot.py"""
 
-import json
 import pathlib
 import sys
 
@@ -17,7 +16,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
 from domino_ratios import (S25, S27, S28, S29, WALKS_TO_S28, finish_ratio_figure, plot_bench_means,  # noqa: E402
-                           plot_walks)
+                           plot_head_curves, plot_walks)
 
 head_runs = [("s27: 600 steps on s26 DFlash", S27 / "domino_frozen_backbone"),
              ("s28: 400 steps on s28 DFlash", S28 / "domino_head_alone"),
@@ -28,15 +27,7 @@ benches = [("s25, joint", S25 / "bench5_t0"), ("s28, joint", S28 / "bench5_t0"),
            ("s30, head alone", here / "bench5_t0")]
 
 fig, (curve, left, right) = plt.subplots(1, 3, figsize=(16, 5.5))
-for i, (label, run) in enumerate(head_runs):
-    evals = [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "eval"]
-    curve.plot([r["step"] for r in evals], [r["accept_len"] / r["base_accept_len"] for r in evals], "o-",
-               color=f"C{i}", label=label)
-curve.axhline(1.0, color="black", linewidth=0.5)
-curve.set_xlabel("training step")
-curve.set_ylabel("teacher-forced accepted length, head / base")
-curve.set_title("head alone: held-out gain during training")
-curve.legend(fontsize=7)
+plot_head_curves(curve, head_runs, "head alone: held-out gain during training", legend_size=7)
 plot_walks(left, walks)
 plot_bench_means(right, benches)
 finish_ratio_figure(fig, left, right, "bench mean MAT", "T = 0 bench, 5 tasks, 20 prompts each",

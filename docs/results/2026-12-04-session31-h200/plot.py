@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S30, bench_mats  # noqa: E402
+from domino_ratios import GOAL, S30, bench_mats, plot_head_curves  # noqa: E402
 
 from jspec.bench.ratios import paired_ratios  # noqa: E402
 
@@ -32,15 +32,7 @@ benches = [("s30 rank 256, T = 0", S30 / "bench5_t0"), ("s31 rank 512, T = 0", h
            ("s31 rank 512, T = 1", here / "bench5_t1")]
 
 fig, (curve, mat, speed) = plt.subplots(1, 3, figsize=(17, 5.2))
-for i, (label, run) in enumerate(runs):
-    evals = [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "eval"]
-    curve.plot([r["step"] for r in evals], [r["accept_len"] / r["base_accept_len"] for r in evals], "o-",
-               color=f"C{i}", label=label)
-curve.axhline(1.0, color="black", linewidth=0.5)
-curve.set_xlabel("training step")
-curve.set_ylabel("teacher-forced accepted length, head / base")
-curve.set_title("head alone on s29 DFlash: held-out gain during training")
-curve.legend(fontsize=8)
+plot_head_curves(curve, runs, "head alone on s29 DFlash: held-out gain during training", legend_size=8)
 
 width = 0.8 / len(benches)
 for i, (label, bench) in enumerate(benches):
