@@ -34,8 +34,13 @@
 #       Domino head alone on the DFlash drafter of the bench, carried or trained in the run (Domino = that drafter +
 #       a head). Without INIT_FROM, the draft layers
 #       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
-#       BENCH=0 skips the benches (train and pack only, when a session's device time is short). Touches
-#       $RESULTS/train-bench.done.
+#       BENCH=0 skips the benches (train and pack only, when a session's device time is short). FRESH=1 (with a
+#       frozen_backbone variant in mind) first distills answers that share no conversation with the training data
+#       (`jspec train distill --after`: ShareGPT's first and later turns past the records it used, and MBPP, which
+#       no bench task is), packed into $RESULTS/fresh_data (carried back in through DISTILLED as `fresh`), and
+#       trains the Domino variants on those alone (--held-out-only: scored on the usual held-out records); the
+#       question is whether a backbone that memorised its training answers leaves the head too little to learn
+#       from there (session 32). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
 #       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
@@ -74,6 +79,13 @@ DISTILL_DIR=$work/distill_followups issue4 distill" || return 1
   if [ "$task_data" = 1 ] && [ ! -d "$work/task_data" ]; then
     bash bench/h200_gpu.sh 0 "issue5 task-data" || return 1
     bash bench/parts.sh pack "$work" "$results/task_data" task_data
+  fi
+  if [ "${FRESH:-0}" = 1 ] && [ ! -d "$work/fresh" ]; then  # answers no drafter above trained on (FRESH below)
+    local after=$work/distill; [ ! -d "$work/distill_followups" ] || after+=",$work/distill_followups"
+    bash bench/h200_gpu.sh 0 "issue4 sharegpt; AFTER=$after PROMPTS=all DISTILL_DIR=$work/fresh/first issue4 distill; \
+AFTER=$after TURNS=followups MAX_PROMPT=768 PROMPTS=all DISTILL_DIR=$work/fresh/followups issue4 distill; \
+DATASET=mbpp PROMPTS=all DISTILL_DIR=$work/fresh/mbpp issue4 distill" || return 1
+    bash bench/parts.sh pack "$work" "$results/fresh_data" fresh
   fi
 }
 
@@ -144,7 +156,9 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       elif [ -n "$init" ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
       fi
-      steps+="$train $start issue5 domino $variant; "
+      # FRESH=1: the head trains on answers its backbone never saw, scored on the usual held-out records
+      fresh=""; [ "${FRESH:-0}" = 1 ] && fresh="FRESH_DATA=$work/fresh/first,$work/fresh/followups,$work/fresh/mbpp"
+      steps+="$train $start $fresh issue5 domino $variant; "
     done
     bash bench/h200_gpu.sh 0 "$steps"
     runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done

@@ -7,7 +7,8 @@
 #   bash bench/h200_issue4.sh distill     # self-distillation data from the 1.5B (resumable; PROMPTS answers to
 #                                         # the prompts past the first DISTILL_SKIP, default 0; TURNS=followups:
 #                                         # ShareGPT's later turns, MAX_PROMPT tokens of history and turn, into
-#                                         # DISTILL_DIR instead of $work/distill)
+#                                         # DISTILL_DIR instead of $work/distill; DATASET: another prompt source
+#                                         # than sharegpt; AFTER=DIR[,DIR]: --after, past the records they answered)
 #   bash bench/h200_issue4.sh train       # EAGLE-3 drafter (steps: STEPS or the probed rate, h200_issue5.sh probe)
 #   bash bench/h200_issue4.sh calibrate   # graft thresholds + warm adjacency from 5 ShareGPT prompts
 #   bash bench/h200_issue4.sh bench       # 7 methods x 5 tasks, 20 prompts, 256 tokens, T = 0
@@ -24,6 +25,7 @@ case "${1:?sharegpt|distill|train|calibrate|bench|throughput|breakdown}" in
   distill)
     dir=${DISTILL_DIR:-$work/distill}
     timeout "${TIME_LIMIT:-540}" python3 -m jspec.cli train distill --model "$model" --out "$dir" \
+      --dataset "${DATASET:-sharegpt}" ${AFTER:+--after "$AFTER"} \
       --num-prompts "${PROMPTS:-7168}" --skip "${DISTILL_SKIP:-0}" --turns "${TURNS:-first}" \
       --max-prompt-tokens "${MAX_PROMPT:-512}" --max-new-tokens 256 --batch-size "${DBATCH:-256}" \
       --shard-size "${DBATCH:-256}" --dtype "$dtype" 2>&1 | quiet 4

@@ -13,7 +13,8 @@
 #                                            # head alone on a trained backbone; CURRICULUM_START: λ at step 0;
 #                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export;
 #                                            # HEAD_RANK / GRU_HIDDEN: --rank / --gru-hidden of the head;
-#                                            # POSITION_WEIGHTS=reach: --position-weights reach)
+#                                            # POSITION_WEIGHTS=reach: --position-weights reach; FRESH_DATA=
+#                                            # DIR[,DIR]: trained on those alone, --held-out-only)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino_block, graft_tail: drafts stay
 #                                            # greedy, so the block kernel serves T > 0 too; METHODS, TASKS and
@@ -62,7 +63,9 @@ train_data() {  # the ShareGPT answers, and with TASK_DATA=1 the answers of `tas
 }
 
 train_only() {  # answers to ShareGPT's later turns, when made: trained on, never held out (the held-out set stays
-  # that of the runs without them, which a run started from one of those needs)
+  # that of the runs without them, which a run started from one of those needs). FRESH_DATA=DIR[,DIR]: train on
+  # those folders alone, scored on the same held-out records (--held-out-only; answers the backbone never saw)
+  if [ -n "${FRESH_DATA:-}" ]; then echo "--train-only-data $FRESH_DATA --held-out-only"; return; fi
   [ ! -d "$work/distill_followups" ] || echo "--train-only-data $work/distill_followups"
 }
 

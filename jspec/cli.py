@@ -150,6 +150,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "comma-separated: one model load, each dataset's answers in --out/<dataset>")
     dist.add_argument("--skip", type=int, default=0,
                       help="records passed over first, in file order: keeps a bench's first --limit prompts out")
+    dist.add_argument("--after", type=_data_folders, default=None, metavar="DATA",
+                      help="distillation folders (comma-separated) to start past: skip every record up to the last "
+                      "one they answered a turn of, so the new answers share no conversation with theirs (data a "
+                      "drafter trained on them has never seen); --skip still applies when larger")
     dist.add_argument("--turns", choices=("first", "followups"), default="first",
                       help="first: each record's first user turn; followups: every later user turn, after the "
                       "conversation before it (ShareGPT only; more prompts, longer contexts)")
@@ -226,6 +230,10 @@ def _add_train_run_arguments(p: argparse.ArgumentParser, lr: float) -> None:
     p.add_argument("--train-only-data", type=_data_folders, default=None, metavar="DATA",
                    help="more folders whose records only train: the held-out records still come from --data alone, "
                    "so a run on more data is scored on the same records as one on --data")
+    p.add_argument("--held-out-only", action="store_true",
+                   help="take only the held-out records from --data (those a run on it holds out: same "
+                   "--eval-records and --seed) and train on --train-only-data alone: e.g. a Domino head on answers "
+                   "its frozen backbone never saw, scored on the backbone's held-out records")
     p.add_argument("--out", required=True, help="run folder: checkpoints, metrics, plot, drafter/")
     p.add_argument("--steps", type=_positive_int("--steps"), default=2000)
     p.add_argument("--batch-size", type=_positive_int("--batch-size"), default=8, help="packed rows per step")
@@ -513,11 +521,17 @@ def run_train(args) -> None:
         return run_train_evaluate(args)
 
     from jspec.models.loading import load_model
-    from jspec.train.distill import DistillConfig, distill
+    from jspec.train.distill import DistillConfig, distill, records_past
 
+    skip = args.skip
+    if args.after:
+        if len(args.dataset) > 1:
+            raise UserError("--after starts past the records of one dataset: pass one --dataset with it")
+        skip = max(skip, records_past(args.after, args.dataset[0]))
+        print(f"jspec: --after: starting past the first {skip} {args.dataset[0]} records", file=sys.stderr)
     cfgs = [DistillConfig(num_prompts=args.num_prompts, max_prompt_tokens=args.max_prompt_tokens,
                           max_new_tokens=args.max_new_tokens, batch_size=args.batch_size, shard_size=args.shard_size,
-                          seed=args.seed, temperature=args.temperature, dataset=name, skip=args.skip,
+                          seed=args.seed, temperature=args.temperature, dataset=name, skip=skip,
                           turns=args.turns)
             for name in args.dataset]
     dtype = args.dtype if args.dtype != "auto" else ("float32" if jax.default_backend() == "cpu" else "bfloat16")
@@ -576,7 +590,8 @@ def run_train_eagle3(args) -> None:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
     result = train_eagle3(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
-                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data)
+                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data,
+                          held_out_only=args.held_out_only)
     if result["finished"]:
         print(f"jspec: exported EAGLE-3 drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
               "weights)", file=sys.stderr)
@@ -621,7 +636,8 @@ def run_train_dflash(args) -> None:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
     result = train_dflash(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
-                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data)
+                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data,
+                          held_out_only=args.held_out_only)
     if result["finished"]:
         kind = "Domino" if cfg.domino else "DFlash"
         print(f"jspec: exported {kind} drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of weights)",

@@ -206,3 +206,64 @@ def test_cli_rejects_followups_of_a_single_turn_dataset(tmp_path, capsys):
     assert main(["train", "distill", "--dataset", "sharegpt,gsm8k", "--turns", "followups",
                  "--out", str(tmp_path / "d")]) == 2
     assert "needs a multi-turn dataset" in capsys.readouterr().err and not (tmp_path / "d").exists()
+
+
+def _answers(folder, dataset, ids, turns=None):
+    """A distillation folder holding one two-token answer per id (a manifest without "turns" is an older one's)."""
+    from jspec.train.distill import FORMAT, _write_shard
+
+    folder.mkdir(parents=True)
+    _write_shard(folder / "shard-00000.npz", [(rid, [1, 2], [3, 4]) for rid in ids])
+    config = {"dataset": dataset, **({"turns": turns} if turns else {})}
+    (folder / "manifest.json").write_text(json.dumps({"format": FORMAT, "config": config, "shards": 1}))
+    return folder
+
+
+def test_records_past_starts_after_every_conversation_the_folders_answered(tmp_path, monkeypatch):
+    """--after: the skip past the last record (file order) whose first or later turn a folder answered."""
+    from jspec import assets
+    from jspec.train.distill import records_past
+
+    path = tmp_path / "sharegpt.jsonl"
+    path.write_text("".join(json.dumps({"id": rid, "prompt": rid, "conversation": []}) + "\n" for rid in "abcdefg"))
+    monkeypatch.setattr(assets, "dataset_path", lambda name: path)
+    first = _answers(tmp_path / "first", "sharegpt", ["a", "c"], turns="first")
+    later = _answers(tmp_path / "later", "sharegpt", ["b/turn2", "d/turn3", "d/turn4"], turns="followups")
+    older = _answers(tmp_path / "older", "sharegpt", ["e"])
+    assert records_past([first], "sharegpt") == 3
+    assert records_past([later], "sharegpt") == 4
+    assert records_past([first, later], "sharegpt") == 4
+    assert records_past([older, first], "sharegpt") == 5
+    with pytest.raises(UserError, match="holds answers to gsm8k prompts, not sharegpt"):
+        records_past([_answers(tmp_path / "gsm8k", "gsm8k", ["1"], turns="first")], "sharegpt")
+    with pytest.raises(UserError, match="record 'zz' is not in the installed sharegpt file"):
+        records_past([_answers(tmp_path / "other", "sharegpt", ["zz"], turns="first")], "sharegpt")
+    with pytest.raises(UserError, match="is not a distillation folder"):
+        records_past([tmp_path], "sharegpt")
+
+
+def test_cli_after_rejects_several_datasets(tmp_path, capsys):
+    from jspec.cli import main
+
+    assert main(["train", "distill", "--dataset", "gsm8k,humaneval", "--after", str(tmp_path),
+                 "--out", str(tmp_path / "d")]) == 2
+    assert "--after starts past the records of one dataset" in capsys.readouterr().err
+
+
+@pytest.mark.real_model
+def test_cli_distills_after_an_earlier_folder(smollm2, smollm2_gguf, tmp_path):
+    """`--after DATA`: the next prompts that fit, past the last record DATA answered."""
+    from jspec.cli import main
+
+    cfg = DistillConfig(num_prompts=2, max_prompt_tokens=128, max_new_tokens=2, batch_size=2, shard_size=2)
+    distill(smollm2, tmp_path / "old", cfg, progress=False)
+    old_ids = [r[0] for r in read_dataset(tmp_path / "old")]
+    assert main(["train", "distill", "--model", str(smollm2_gguf), "--after", str(tmp_path / "old"),
+                 "--num-prompts", "2", "--max-prompt-tokens", "128", "--max-new-tokens", "2", "--batch-size", "2",
+                 "--shard-size", "2", "--dtype", "float32", "--out", str(tmp_path / "new")]) == 0
+    prompts = load_prompts("sharegpt", None)
+    past = [p["id"] for p in prompts].index(old_ids[-1]) + 1
+    fitting = (p["id"] for p in prompts[past:]
+               if len(smollm2.tokenizer.encode_chat([{"role": "user", "content": p["prompt"]}])) <= 128)
+    assert [r[0] for r in read_dataset(tmp_path / "new")] == [next(fitting), next(fitting)]
+    assert json.loads((tmp_path / "new" / "manifest.json").read_text())["config"]["skip"] == past

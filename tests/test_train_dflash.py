@@ -576,7 +576,8 @@ def test_cli_trains_and_exports(workspace, tmp_path, capsys):
 
 def test_train_only_data_joins_training_and_keeps_the_held_out_set(workspace, tmp_path, monkeypatch, capsys):
     """--train-only-data: its records are trained on after --data's, the held-out records are the ones a run on --data
-    alone holds out, run.json names the folders, and resuming without them is refused."""
+    alone holds out, run.json names the folders, and resuming without them is refused. With --held-out-only, --data
+    gives the held-out records alone and --train-only-data all the training ones."""
     root, model = workspace
     _write_data(tmp_path / "extra", model, n=12, seed=2)
     seen = {"train": [], "eval": []}
@@ -595,22 +596,34 @@ def test_train_only_data_joins_training_and_keeps_the_held_out_set(workspace, tm
     assert main(_cli(workspace, "dflash", tmp_path / "plain", "--steps", "2")) == 0
     assert main(_cli(workspace, "dflash", tmp_path / "more", "--steps", "2",
                      "--train-only-data", str(tmp_path / "extra"))) == 0
-    (plain_train, more_train), (plain_eval, more_eval) = seen["train"], seen["eval"]
+    assert main(_cli(workspace, "dflash", tmp_path / "fresh", "--steps", "2",
+                     "--train-only-data", str(tmp_path / "extra"), "--held-out-only")) == 0
+    (plain_train, more_train, fresh_train), (plain_eval, more_eval, fresh_eval) = seen["train"], seen["eval"]
     extra = dflash_train.load_records(tmp_path / "extra", VOCAB, 64)
 
     def same(a, b):
         return len(a) == len(b) and all(np.array_equal(x[0], y[0]) and np.array_equal(x[1], y[1])
                                         for x, y in zip(a, b))
 
-    assert len(plain_eval) == 8 and same(more_eval, plain_eval)
+    assert len(plain_eval) == 8 and same(more_eval, plain_eval) and same(fresh_eval, plain_eval)
     assert len(extra) == 12 and same(more_train, plain_train + extra)
-    assert json.loads((tmp_path / "plain" / "run.json").read_text())["train_only_data"] is None
-    assert json.loads((tmp_path / "more" / "run.json").read_text())["train_only_data"] == \
-        str((tmp_path / "extra").absolute())
+    assert same(fresh_train, extra)  # --held-out-only: none of --data trains
+    plain, more, fresh = (json.loads((tmp_path / run / "run.json").read_text()) for run in ("plain", "more", "fresh"))
+    assert plain["train_only_data"] is None and "held_out_only" not in plain and "held_out_only" not in more
+    assert more["train_only_data"] == fresh["train_only_data"] == str((tmp_path / "extra").absolute())
+    assert fresh["held_out_only"] is True
     capsys.readouterr()
     assert main(_cli(workspace, "dflash", tmp_path / "more", "--steps", "4", "--resume")) == 2
     err = capsys.readouterr().err
     assert "holds a run with other settings" in err and "train_only_data" in err
+    assert main(_cli(workspace, "dflash", tmp_path / "fresh", "--steps", "4", "--resume",
+                     "--train-only-data", str(tmp_path / "extra"))) == 2
+    assert "held_out_only" in capsys.readouterr().err
+    assert main(_cli(workspace, "dflash", tmp_path / "alone", "--held-out-only")) == 2
+    assert "--held-out-only trains on --train-only-data alone" in capsys.readouterr().err
+    assert main(_cli(workspace, "dflash", tmp_path / "none", "--held-out-only", "--train-only-data",
+                     str(tmp_path / "extra"), "--eval-records", "0")) == 2
+    assert "--eval-records must be > 0" in capsys.readouterr().err
 
 
 def test_generate_runs_the_fast_domino_head(workspace, trained, capsys):

@@ -1,4 +1,4 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 31): the held-out walk runs compared
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 32): the held-out walk runs compared
 so far, each run's walk MAT, a bench's MAT per task and method, the head-alone training curves, the walk and
 bench-mean scatters, the ratio axes and the two panels' finish.
 Imported by those plot.py scripts (run from the repository root)."""
@@ -10,7 +10,7 @@ from jspec.bench.report import summarize
 
 RESULTS = pathlib.Path(__file__).parent
 S25, S26, S27 = (RESULTS / f"2026-12-03-session{n}-h200" for n in (25, 26, 27))
-S28, S29, S30 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29, 30))
+S28, S29, S30, S31 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29, 30, 31))
 GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
 
 # (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with

@@ -80,6 +80,12 @@ def data_dirs(data: DataDirs) -> list[pathlib.Path]:
     return [data] if isinstance(data, pathlib.Path) else list(data)
 
 
+def data_settings(data: DataDirs, train_only: DataDirs | None, held_out_only: bool) -> dict:
+    """run.json's data keys; "held_out_only" only when set, so that runs from before it still resume."""
+    return {"data": data_setting(data), "train_only_data": data_setting(train_only),
+            **({"held_out_only": True} if held_out_only else {})}
+
+
 def data_setting(data: DataDirs | None) -> str | list[str] | None:
     """run.json's "data" (and "train_only_data"): the folder's absolute path, or the list of them."""
     if data is None:
@@ -121,12 +127,19 @@ def split_records(records: list[Record], eval_records: int, seed: int) -> tuple[
 
 
 def train_eval_records(load: Callable[[DataDirs], list[Record]], data: DataDirs, train_only: DataDirs | None,
-                       eval_records: int, seed: int) -> tuple[list[Record], list[Record]]:
+                       eval_records: int, seed: int, held_out_only: bool = False
+                       ) -> tuple[list[Record], list[Record]]:
     """(train, eval): the held-out records drawn from `data` alone, and the `train_only` folders' records added to
     training after the rest. A run started (--init-from) or continued on more data keeps the held-out set of a run on
-    `data`, so their held-out scores compare and none of its training records is scored as held out."""
+    `data`, so their held-out scores compare and none of its training records is scored as held out.
+    `held_out_only`: none of `data` trains, only `train_only` does (a head trained on answers its frozen backbone,
+    trained on `data`, never saw, and scored on the backbone's held-out records)."""
+    if held_out_only and not train_only:
+        raise UserError("--held-out-only trains on --train-only-data alone: pass the folders to train on")
+    if held_out_only and not eval_records:
+        raise UserError("--held-out-only takes only the held-out records from --data: --eval-records must be > 0")
     train, held_out = split_records(load(data), eval_records, seed)
-    return train + (load(train_only) if train_only else []), held_out
+    return ([] if held_out_only else train) + (load(train_only) if train_only else []), held_out
 
 
 def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batch: dict[str, Array],
@@ -157,7 +170,8 @@ def save_settings(out_dir: pathlib.Path, settings: dict, check: bool, command: s
         old, new = comparable(read_run(out_dir, settings["format"], command)), comparable(settings)
         diffs = [f"--{k.replace('_', '-')} {old['config'].get(k)} vs {v}" for k, v in new["config"].items()
                  if old["config"].get(k) != v]
-        diffs += [f"{k} {old.get(k)!r} vs {v!r}" for k, v in new.items() if k != "config" and old.get(k) != v]
+        diffs += [f"{k} {old.get(k)!r} vs {new.get(k)!r}" for k in sorted((old.keys() | new.keys()) - {"config"})
+                  if old.get(k) != new.get(k)]
         if diffs:
             raise UserError(f"{out_dir} holds a run with other settings ({'; '.join(diffs)}); use a new --out")
     (out_dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")

@@ -20,7 +20,7 @@ import itertools
 import json
 import os
 import pathlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -60,6 +60,27 @@ class DistillConfig:
             raise UserError(f"--skip must be >= 0, got {self.skip}")
         if self.shard_size % self.batch_size:
             raise UserError(f"shard size {self.shard_size} must be a multiple of the batch size {self.batch_size}")
+
+
+def records_past(folders: Sequence[pathlib.Path], dataset: str) -> int:
+    """The `skip` that starts past every record of `dataset` (file order) that any of `folders` answered a turn of,
+    first or later: prompts drawn after it share no conversation with the data in those folders, so a drafter
+    trained there has never seen their answers."""
+    index = {p["id"]: i for i, p in enumerate(load_prompts(dataset))}
+    last = -1
+    for folder in folders:
+        config = _read_manifest(folder)["config"]
+        made_from = config.get("dataset", "sharegpt")  # folders older than these settings hold first turns of it
+        if made_from != dataset:
+            raise UserError(f"--after {folder} holds answers to {made_from} prompts, not {dataset}")
+        followups = config.get("turns", "first") == "followups"
+        for rid, _, _ in read_dataset(folder):
+            record = rid.rsplit("/turn", 1)[0] if followups else rid
+            if record not in index:
+                raise UserError(f"--after {folder}: record {rid!r} is not in the installed {dataset} file (made "
+                                "from another version of it?)")
+            last = max(last, index[record])
+    return last + 1
 
 
 def _manifest(model: LoadedModel, cfg: DistillConfig) -> dict:
@@ -146,12 +167,7 @@ def _write_shard(path: pathlib.Path, records: list[tuple[str, list[int], list[in
 
 def read_dataset(out_dir: pathlib.Path):
     """Yields (id, tokens [L] int32, loss_mask [L] bool) for every record, in order."""
-    manifest_path = out_dir / "manifest.json"
-    if not manifest_path.exists():
-        raise UserError(f"{out_dir} is not a distillation folder (no manifest.json)")
-    manifest = json.loads(manifest_path.read_text())
-    if manifest.get("format") != FORMAT:
-        raise UserError(f"{out_dir}: unknown data format {manifest.get('format')!r}")
+    manifest = _read_manifest(out_dir)
     for index in range(manifest.get("shards", 0)):
         path = out_dir / f"shard-{index:05d}.npz"
         try:
@@ -162,3 +178,13 @@ def read_dataset(out_dir: pathlib.Path):
         for j in range(len(prompt_lens)):
             seq = tokens[offsets[j] : offsets[j + 1]]
             yield str(ids[j]), seq, np.arange(len(seq)) >= prompt_lens[j]
+
+
+def _read_manifest(out_dir: pathlib.Path) -> dict:
+    manifest_path = out_dir / "manifest.json"
+    if not manifest_path.exists():
+        raise UserError(f"{out_dir} is not a distillation folder (no manifest.json)")
+    manifest = json.loads(manifest_path.read_text())
+    if manifest.get("format") != FORMAT:
+        raise UserError(f"{out_dir}: unknown data format {manifest.get('format')!r}")
+    return manifest

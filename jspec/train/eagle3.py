@@ -155,10 +155,9 @@ def export_drafter(graphdef: nnx.GraphDef, params: dict, buffers: nnx.State, pat
 
 
 def _settings(model: LoadedModel, data_dir: common.DataDirs, cfg: Eagle3TrainConfig,
-              train_only: common.DataDirs | None = None) -> dict:
+              train_only: common.DataDirs | None = None, held_out_only: bool = False) -> dict:
     return {"format": FORMAT, "model": model.name, "vocab_size": model.cfg.vocab_size,
-            "data": common.data_setting(data_dir), "train_only_data": common.data_setting(train_only),
-            "config": dataclasses.asdict(cfg)}
+            **common.data_settings(data_dir, train_only, held_out_only), "config": dataclasses.asdict(cfg)}
 
 
 def evaluate(rows: Packed, batch_size: int, params, buffers, target_params, **statics) -> dict:
@@ -180,7 +179,7 @@ def _summarize_train(pending: list[dict]) -> dict:
 def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib.Path, cfg: Eagle3TrainConfig, *,
                  resume: bool = False, export_dtype: str = "bfloat16", stop_at: int | None = None,
                  time_limit: float | None = None, progress: bool = True,
-                 train_only: common.DataDirs | None = None) -> dict:
+                 train_only: common.DataDirs | None = None, held_out_only: bool = False) -> dict:
     """Trains (or, with `resume`, continues) until `cfg.steps`, then exports to `out_dir/drafter`.
 
     `stop_at` (a step) and `time_limit` (seconds) end the run early after saving a checkpoint; rerun with
@@ -190,7 +189,7 @@ def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
     numpy_dtype(export_dtype)  # validate before hours of training
     train_records, eval_records = common.train_eval_records(
         lambda data: load_records(data, model.cfg.vocab_size, cfg.seq_len), data_dir, train_only, cfg.eval_records,
-        cfg.seed)
+        cfg.seed, held_out_only)
     out_dir.mkdir(parents=True, exist_ok=True)
     dcfg = drafter_config(model.cfg, cfg)
     with Checkpoints(out_dir / "checkpoints") as checkpoints:
@@ -198,7 +197,7 @@ def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
         if step is not None and not resume:
             raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
                             "new --out")
-        common.save_settings(out_dir, _settings(model, data_dir, cfg, train_only), check=step is not None,
+        common.save_settings(out_dir, _settings(model, data_dir, cfg, train_only, held_out_only), check=step is not None,
                              command="eagle3")
         if step is None:
             d2t, t2d = build_draft_vocab(train_records, model.cfg.vocab_size, dcfg.draft_vocab_size)
