@@ -1,6 +1,6 @@
 """Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 32): the held-out walk runs compared
 so far, each run's walk MAT, a bench's MAT per task and method, the head-alone training curves, the walk and
-bench-mean scatters, the ratio axes and the two panels' finish.
+bench-mean scatters, the ratio axes, the two panels' finish and the figure's save.
 Imported by those plot.py scripts (run from the repository root)."""
 
 import json
@@ -80,7 +80,13 @@ def finish_ratio_figure(fig, left, right, right_what: str, right_title: str, sup
         ax.legend(fontsize=7, **legend)
     left.set_title("held out: 64 records, decode loop replayed")
     right.set_title(right_title)
-    fig.suptitle(suptitle, fontsize=10)
+    save_figure(fig, path, suptitle)
+
+
+def save_figure(fig, path: pathlib.Path, suptitle: str | None = None) -> None:
+    """The figure's title (when given) and layout, then the PNG at `path` (120 dpi, as every session plot)."""
+    if suptitle:
+        fig.suptitle(suptitle, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")

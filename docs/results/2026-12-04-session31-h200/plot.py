@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S30, bench_mats, plot_head_curves  # noqa: E402
+from domino_ratios import GOAL, S30, bench_mats, plot_head_curves, save_figure  # noqa: E402
 
 from jspec.bench.ratios import paired_ratios  # noqa: E402
 
@@ -51,12 +51,8 @@ for ax, what, goal in ((mat, "MAT", GOAL), (speed, "speedup", SPEED_GOAL)):
     ax.set_ylabel(f"domino_block_stop / dflash, {what}")
     ax.set_title(f"bench, 20 prompts a task: {what} ratio, 95% interval")
     ax.legend(fontsize=8)
-fig.suptitle("Qwen2.5-Coder-1.5B on an H200: twice the head's rank changes nothing, and reach-weighted drafts "
-             "train slower", fontsize=10)
-fig.tight_layout()
-path = here / "head_variants.png"
-fig.savefig(path, dpi=120)
-print(f"wrote {path}")
+save_figure(fig, here / "head_variants.png", "Qwen2.5-Coder-1.5B on an H200: twice the head's rank changes "
+            "nothing, and reach-weighted drafts train slower")
 
 # ratio_vs_task_mat.png: per task, Domino's MAT ratio against DFlash's MAT, both T = 0 benches (whole head), with a
 # least-squares line; for scale, the pair the Domino paper (arXiv 2605.29707, Fig. 1, Qwen3-8B, as quoted by
@@ -86,7 +82,4 @@ ax.set_xlabel("DFlash MAT on the task")
 ax.set_ylabel("domino_block / dflash, MAT")
 ax.set_title("T = 0 bench per task: the head gains more where DFlash's blocks go deeper", fontsize=10)
 ax.legend(fontsize=7, loc="upper left")
-fig.tight_layout()
-path = here / "ratio_vs_task_mat.png"
-fig.savefig(path, dpi=120)
-print(f"wrote {path}")
+save_figure(fig, here / "ratio_vs_task_mat.png")
