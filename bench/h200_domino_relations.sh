@@ -34,12 +34,12 @@
 #       Domino head alone on the DFlash drafter of the bench, carried or trained in the run (Domino = that drafter +
 #       a head). Without INIT_FROM, the draft layers
 #       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
-#       BENCH=0 skips the benches (train and pack only, when a session's device time is short). FRESH=1 (with a
-#       frozen_backbone variant in mind) first distills answers that share no conversation with the training data
-#       (`jspec train distill --after`: ShareGPT's first and later turns past the records it used, and MBPP, which
-#       no bench task is), packed into $RESULTS/fresh_data (carried back in through DISTILLED as `fresh`), and
-#       trains the Domino variants on those alone (--held-out-only: scored on the usual held-out records); the
-#       question is whether a backbone that memorised its training answers leaves the head too little to learn
+#       DOMINO_STEPS: the Domino variants' steps, when not STEPS. BENCH=0 skips the benches (train and pack only,
+#       when a session's device time is short). FRESH=1 first distills answers that share no conversation with the training data (`jspec train distill --after`:
+#       ShareGPT's first and later turns past the records it used, and MBPP, which no bench task is), packed into
+#       $RESULTS/fresh_data (carried back in through DISTILLED as `fresh`); a variant named with _fresh, e.g.
+#       DOMINO_VARIANTS=frozen_backbone,frozen_backbone_fresh, trains on those alone (--held-out-only: scored on the
+#       usual held-out records), the other on the training data, over one backbone; the question is whether a backbone that memorised its training answers leaves the head too little to learn
 #       from there (session 32). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -125,6 +125,9 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash"
     for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
     [ "$task_data" = 1 ] && task_walk=0
+    if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
+      echo "the _fresh variants ($variants) train on FRESH=1's data: set FRESH=1" >&2; exit 2
+    fi
     make_data || exit 1
     init=""; layers=${INIT_LAYERS:-target}  # copies of the target's last layers: session 26, walk MAT 1.58 -> 1.99
     if [ -n "${INIT_FROM:-}" ]; then  # drafters exported by an earlier session, carried in as parts: train on
@@ -151,14 +154,15 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       start=$init
       if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
         :
-      elif [ "$variant" = frozen_backbone ]; then
+      elif [ "${variant%_fresh}" = frozen_backbone ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/dflash/drafter"
       elif [ -n "$init" ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
       fi
-      # FRESH=1: the head trains on answers its backbone never saw, scored on the usual held-out records
-      fresh=""; [ "${FRESH:-0}" = 1 ] && fresh="FRESH_DATA=$work/fresh/first,$work/fresh/followups,$work/fresh/mbpp"
-      steps+="$train $start $fresh issue5 domino $variant; "
+      # A _fresh variant trains on answers its backbone never saw (FRESH=1), scored on the usual held-out records
+      fresh=""
+      [ "$variant" = "${variant%_fresh}" ] || fresh="FRESH_DATA=$work/fresh/first,$work/fresh/followups,$work/fresh/mbpp"
+      steps+="${train/STEPS=$STEPS/STEPS=${DOMINO_STEPS:-$STEPS}} $start $fresh issue5 domino $variant; "
     done
     bash bench/h200_gpu.sh 0 "$steps"
     runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done

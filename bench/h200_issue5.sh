@@ -13,8 +13,9 @@
 #                                            # head alone on a trained backbone; CURRICULUM_START: λ at step 0;
 #                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export;
 #                                            # HEAD_RANK / GRU_HIDDEN: --rank / --gru-hidden of the head;
-#                                            # POSITION_WEIGHTS=reach: --position-weights reach; FRESH_DATA=
-#                                            # DIR[,DIR]: trained on those alone, --held-out-only)
+#                                            # POSITION_WEIGHTS=reach: --position-weights reach; a variant
+#                                            # name + _fresh, e.g. frozen_backbone_fresh: trained on FRESH_DATA=
+#                                            # DIR[,DIR] alone, --held-out-only)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino_block, graft_tail: drafts stay
 #                                            # greedy, so the block kernel serves T > 0 too; METHODS, TASKS and
@@ -43,8 +44,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
 
-variant_flags() {
-  case "$1" in
+variant_flags() {  # a recipe's trainer flags; NAME_fresh is NAME's recipe on FRESH_DATA (train_only)
+  case "${1%_fresh}" in
     tf_curriculum) echo "" ;;
     tf_curriculum_half) echo "--curriculum-fraction 0.5" ;;  # λ reaches 0 half-way (SpecForge's code default)
     tf) echo "--no-curriculum" ;;
@@ -63,9 +64,10 @@ train_data() {  # the ShareGPT answers, and with TASK_DATA=1 the answers of `tas
 }
 
 train_only() {  # answers to ShareGPT's later turns, when made: trained on, never held out (the held-out set stays
-  # that of the runs without them, which a run started from one of those needs). FRESH_DATA=DIR[,DIR]: train on
-  # those folders alone, scored on the same held-out records (--held-out-only; answers the backbone never saw)
-  if [ -n "${FRESH_DATA:-}" ]; then echo "--train-only-data $FRESH_DATA --held-out-only"; return; fi
+  # that of the runs without them, which a run started from one of those needs). fresh_only=1 (the _fresh
+  # variants): train on the FRESH_DATA folders alone, scored on the same held-out records (--held-out-only;
+  # answers the backbone never saw)
+  if [ "${fresh_only:-0}" = 1 ]; then echo "--train-only-data ${FRESH_DATA:?FRESH_DATA} --held-out-only"; return; fi
   [ ! -d "$work/distill_followups" ] || echo "--train-only-data $work/distill_followups"
 }
 
@@ -107,6 +109,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     train_drafter dflash dflash ;;
   domino)
     v=${2:-tf_curriculum}
+    fresh_only=0; [ "$v" = "${v%_fresh}" ] || fresh_only=1
+    [ "$fresh_only" = 0 ] || [ -n "${FRESH_DATA:-}" ] || { echo "domino $v needs FRESH_DATA=DIR[,DIR]" >&2; exit 2; }
     train_drafter domino "domino_$v" $(variant_flags "$v") ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} \
       ${INIT_BACKBONE:+--init-backbone $INIT_BACKBONE} ${HEAD_RANK:+--rank $HEAD_RANK} \
       ${GRU_HIDDEN:+--gru-hidden $GRU_HIDDEN} ${POSITION_WEIGHTS:+--position-weights $POSITION_WEIGHTS} ;;
