@@ -155,7 +155,7 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
         :
       elif [ "${variant%_fresh}" = frozen_backbone ]; then
-        start="INIT_FROM= INIT_BACKBONE=$work/dflash/drafter"
+        start="INIT_FROM= INIT_LAYERS= INIT_BACKBONE=$work/dflash/drafter"  # the backbone is the start
       elif [ -n "$init" ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
       fi
