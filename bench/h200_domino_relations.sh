@@ -34,13 +34,16 @@
 #       Domino head alone on the DFlash drafter of the bench, carried or trained in the run (Domino = that drafter +
 #       a head). Without INIT_FROM, the draft layers
 #       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
-#       DOMINO_STEPS: the Domino variants' steps, when not STEPS. BENCH=0 skips the benches (train and pack only,
-#       when a session's device time is short). FRESH=1 first distills answers that share no conversation with the training data (`jspec train distill --after`:
-#       ShareGPT's first and later turns past the records it used, and MBPP, which no bench task is), packed into
-#       $RESULTS/fresh_data (carried back in through DISTILLED as `fresh`); a variant named with _fresh, e.g.
-#       DOMINO_VARIANTS=frozen_backbone,frozen_backbone_fresh, trains on those alone (--held-out-only: scored on the
-#       usual held-out records), the other on the training data, over one backbone; the question is whether a backbone that memorised its training answers leaves the head too little to learn
-#       from there (session 32). Touches $RESULTS/train-bench.done.
+#       DOMINO_STEPS: the Domino variants' steps, when not STEPS. BENCH=0 skips the benches (train and pack only, when a
+#       session's device time is short). FRESH=1 first distills answers that share no conversation with the training
+#       data (`jspec train distill --after`: ShareGPT's first and later turns past the records it used, and MBPP, which
+#       no bench task is), packed into $RESULTS/fresh_data (carried back in through DISTILLED as `fresh`); a variant
+#       named with _fresh, e.g. DOMINO_VARIANTS=frozen_backbone,frozen_backbone_fresh, trains on those alone
+#       (--held-out-only: scored on the usual held-out records), the other on the training data, over one backbone; the
+#       question is whether a backbone that memorised its training answers leaves the head too little to learn from
+#       there (session 32; session 33: yes). CROSSFIT=1 (with FRESH=1) then trains the fair baseline of such a head,
+#       DFlash from the target's layers on the training and the fresh answers both, CROSSFIT_STEPS steps (run
+#       dflash_all), and the task walk and the benches compare Domino with it. Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
 #       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
@@ -122,12 +125,16 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
     # DOMINO_VARIANTS=a,b trains each recipe; the bench then takes the one with the highest held-out walk MAT
     variants=${DOMINO_VARIANTS:-${DOMINO_VARIANT:-tf_curriculum}}
-    rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash"
+    rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash" "$work/dflash_all"
     for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
     [ "$task_data" = 1 ] && task_walk=0
     if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
       echo "the _fresh variants ($variants) train on FRESH=1's data: set FRESH=1" >&2; exit 2
     fi
+    if [ "${CROSSFIT:-0}" = 1 ] && { [ "${FRESH:-0}" != 1 ] || [ -z "${CROSSFIT_STEPS:-}" ]; }; then
+      echo "CROSSFIT=1 trains DFlash on the training and the fresh answers: set FRESH=1 and CROSSFIT_STEPS" >&2; exit 2
+    fi
+    fresh_dirs=$work/fresh/first,$work/fresh/followups,$work/fresh/mbpp
     make_data || exit 1
     init=""; layers=${INIT_LAYERS:-target}  # copies of the target's last layers: session 26, walk MAT 1.58 -> 1.99
     if [ -n "${INIT_FROM:-}" ]; then  # drafters exported by an earlier session, carried in as parts: train on
@@ -160,15 +167,21 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
       fi
       # A _fresh variant trains on answers its backbone never saw (FRESH=1), scored on the usual held-out records
-      fresh=""
-      [ "$variant" = "${variant%_fresh}" ] || fresh="FRESH_DATA=$work/fresh/first,$work/fresh/followups,$work/fresh/mbpp"
+      fresh=""; [ "$variant" = "${variant%_fresh}" ] || fresh="FRESH_DATA=$fresh_dirs"
       steps+="${train/STEPS=$STEPS/STEPS=${DOMINO_STEPS:-$STEPS}} $start $fresh issue5 domino $variant; "
     done
     bash bench/h200_gpu.sh 0 "$steps"
+    bench_dflash=""
+    if [ "${CROSSFIT:-0}" = 1 ]; then  # the baseline of a head on fresh answers over a backbone that never saw
+      # them: DFlash trained from the target's layers on both sets, the one the benches compare Domino with
+      bash bench/h200_gpu.sh 0 "${train/STEPS=$STEPS/STEPS=$CROSSFIT_STEPS} INIT_FROM= INIT_LAYERS=target \
+DFLASH_RUN=dflash_all PLUS_DATA=$fresh_dirs issue5 dflash"
+      bench_dflash=DFLASH_RUN=dflash_all
+    fi
     runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
     best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
     variant=${best#domino_}; echo "bench takes domino_$variant"
-    [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "DOMINO_RUN=domino_$variant issue5 task-walk"
+    [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "$bench_dflash DOMINO_RUN=domino_$variant issue5 task-walk"
     if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # 0.6 GB more: about 10 polls
       COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
     fi
@@ -177,9 +190,11 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
         methods=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail}
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} DOMINO_RUN=domino_$variant CANDIDATES=$k METHODS=$methods issue5 bench"
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_$variant CANDIDATES=$k \
+METHODS=$methods issue5 bench"
       else
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} DOMINO_RUN=domino_$variant CANDIDATES=$k METHODS=vanilla,domino_block \
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_$variant CANDIDATES=$k \
+METHODS=vanilla,domino_block \
 BENCH_NAME=bench5_k$k \
 issue5 bench"
       fi

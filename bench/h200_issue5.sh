@@ -6,7 +6,10 @@
 #   bash bench/h200_issue5.sh task-data      # answers to every prompt of each bench task past the bench's (LIMIT)
 #                                            # -> $work/task_data/<task>; TASK_DATA=1 adds them to the training data
 #   bash bench/h200_issue5.sh dflash         # DFlash drafter (= the "head off" ablation; INIT_LAYERS: --init-layers
-#                                            # of both trainers; INIT_FROM=DIR: --init-from DIR/<run>/drafter)
+#                                            # of both trainers; INIT_FROM=DIR: --init-from DIR/<run>/drafter;
+#                                            # DFLASH_RUN: its run folder, default dflash, also the one bench,
+#                                            # task-walk and ablation use; PLUS_DATA=DIR[,DIR]: more training-only
+#                                            # data, e.g. the fresh answers for a baseline on every answer)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum|frozen_backbone]
 #                                            # Domino drafter (default: TF + curriculum; _half: λ at 0 half-way;
 #                                            # ttt: without it, as in the paper's ablation; frozen_backbone: the
@@ -68,8 +71,11 @@ train_only() {  # answers to ShareGPT's later turns, when made: trained on, neve
   # variants): train on the FRESH_DATA folders alone, scored on the same held-out records (--held-out-only;
   # answers the backbone never saw)
   if [ "${fresh_only:-0}" = 1 ]; then echo "--train-only-data ${FRESH_DATA:?FRESH_DATA} --held-out-only"; return; fi
-  [ ! -d "$work/distill_followups" ] || echo "--train-only-data $work/distill_followups"
+  local extra=""; [ ! -d "$work/distill_followups" ] || extra=$work/distill_followups
+  [ -z "${PLUS_DATA:-}" ] || extra=${extra:+$extra,}$PLUS_DATA  # PLUS_DATA=DIR[,DIR]: more, trained on too
+  [ -z "$extra" ] || echo "--train-only-data $extra"
 }
+dflash_run=${DFLASH_RUN:-dflash}
 
 train_drafter() {  # kind run_name extra_flags...
   local kind=$1 name=$2; shift 2
@@ -106,7 +112,7 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
       --shard-size "${DBATCH:-256}" --dtype "$dtype" \
       --out "$dest" 2>&1 | tr '\r' '\n' | grep -v '%|' | grep -v '^\s*$' | tail -n 8 ;;
   dflash)
-    train_drafter dflash dflash ;;
+    train_drafter dflash "$dflash_run" ;;
   domino)
     v=${2:-tf_curriculum}
     fresh_only=0; [ "$v" = "${v%_fresh}" ] || fresh_only=1
@@ -120,7 +126,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     methods=vanilla,dflash,domino,domino_topk,domino_block,graft_tail
     [ "$temp" = 0 ] || methods=vanilla,dflash,domino_block,graft_tail
     python3 -m jspec.cli bench --model "$model" --methods "${METHODS:-$methods}" --temperature "$temp" \
-      --dflash-drafter "$work/dflash/drafter" --domino-drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" \
+      --dflash-drafter "$work/$dflash_run/drafter" \
+      --domino-drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" \
       --candidates "${CANDIDATES:-32}" ${FULL_BLOCK:+--full-block} ${CHUNK:+--candidate-chunk $CHUNK} \
       ${XLA_SELECT:+--xla-select} ${HEAD_DRAFTS:+--head-drafts $HEAD_DRAFTS} ${HEAD_STOP:+--head-stop $HEAD_STOP} \
       --dataset "$tasks" $bench_size \
@@ -128,7 +135,7 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
       || { tail -c 4000 "$out/$name.log"; exit 1; }
     cat "$out/$name/summary.md" ;;
   task-walk)
-    timeout "${WALK_TIMEOUT:-480}" python3 bench/task_walk.py --model "$model" --drafter "$work/dflash/drafter" \
+    timeout "${WALK_TIMEOUT:-480}" python3 bench/task_walk.py --model "$model" --drafter "$work/$dflash_run/drafter" \
       --drafter "$work/${DOMINO_RUN:-domino_tf_curriculum}/drafter" --tasks "$tasks" --skip "${LIMIT:-20}" \
       --prompts "${WALK_PROMPTS:-120}" --batch-size "${WALK_BATCH:-20}" --max-new-tokens "${MAX_NEW:-256}" \
       --dtype "$dtype" --out "$out/task_walk" 2>&1 | quiet 14 \
@@ -138,7 +145,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     for v in ${VARIANTS//,/ }; do
       [ -d "$work/domino_$v/drafter" ] || { echo "skip $v: not trained"; continue; }
       methods=vanilla,domino; [ "$v" = tf_curriculum ] && methods+=,domino_headless  # head off, same model
-      dflash=(); [ -d "$work/dflash/drafter" ] && { methods+=,dflash; dflash=(--dflash-drafter "$work/dflash/drafter"); }
+      dflash=(--dflash-drafter "$work/$dflash_run/drafter")
+      if [ -d "$work/$dflash_run/drafter" ]; then methods+=,dflash; else dflash=(); fi
       python3 -m jspec.cli bench --model "$model" --methods "$methods" --dataset gsm8k,humaneval \
         "${dflash[@]}" --domino-drafter "$work/domino_$v/drafter" $bench_size \
         --out "$out/ablation_$v" > "$out/ablation_$v.log" 2>&1 || { tail -c 3000 "$out/ablation_$v.log"; exit 1; }
