@@ -43,7 +43,10 @@
 #       question is whether a backbone that memorised its training answers leaves the head too little to learn from
 #       there (session 32; session 33: yes). CROSSFIT=1 (with FRESH=1) then trains the fair baseline of such a head,
 #       DFlash from the target's layers on the training and the fresh answers both, CROSSFIT_STEPS steps (run
-#       dflash_all), and the task walk and the benches compare Domino with it. Touches $RESULTS/train-bench.done.
+#       dflash_all), and the task walk and the benches compare Domino with it. ALL_DATA=1 (with FRESH=1) instead adds
+#       the fresh answers to every run's training data (PLUS_DATA), so that DFlash and a jointly trained Domino can
+#       read every answer about once (the paper's regime, where neither memorises; with FOLLOWUPS=N, the later turns
+#       of the training data's own conversations too). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
 #       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
@@ -131,6 +134,9 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
       echo "the _fresh variants ($variants) train on FRESH=1's data: set FRESH=1" >&2; exit 2
     fi
+    if [ "${ALL_DATA:-0}" = 1 ] && [ "${FRESH:-0}" != 1 ]; then
+      echo "ALL_DATA=1 trains every run on FRESH=1's answers too: set FRESH=1" >&2; exit 2
+    fi
     if [ "${CROSSFIT:-0}" = 1 ] && { [ "${FRESH:-0}" != 1 ] || [ -z "${CROSSFIT_STEPS:-}" ]; }; then
       echo "CROSSFIT=1 trains DFlash on the training and the fresh answers: set FRESH=1 and CROSSFIT_STEPS" >&2; exit 2
     fi
@@ -144,6 +150,7 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     fi
     train="TASK_DATA=$task_data INIT_LAYERS=$layers STEPS=${STEPS:?STEPS}"
     train+=" TIME_LIMIT=${TIME_LIMIT:-900} ${CURRICULUM_START:+CURRICULUM_START=$CURRICULUM_START}"
+    [ "${ALL_DATA:-0}" = 1 ] && train+=" PLUS_DATA=$fresh_dirs"  # one pass over every answer: nothing memorised
     if [ "${TRAIN_DFLASH:-1}" = 0 ]; then  # the carried DFlash drafter is the one benched, as it is
       [ -d "$work/init/dflash/drafter" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts in INIT_FROM" >&2; exit 2; }
       rm -rf "$work/dflash"; mkdir -p "$work/dflash"; cp -r "$work/init/dflash/drafter" "$work/dflash/"
