@@ -37,16 +37,16 @@
 #       DOMINO_STEPS: the Domino variants' steps, when not STEPS. BENCH=0 skips the benches (train and pack only, when a
 #       session's device time is short). FRESH=1 first distills answers that share no conversation with the training
 #       data (`jspec train distill --after`: ShareGPT's first and later turns past the records it used, and MBPP, which
-#       no bench task is), packed into $RESULTS/fresh_data (carried back in through DISTILLED as `fresh`); a variant
-#       named with _fresh, e.g. DOMINO_VARIANTS=frozen_backbone,frozen_backbone_fresh, trains on those alone
-#       (--held-out-only: scored on the usual held-out records), the other on the training data, over one backbone; the
-#       question is whether a backbone that memorised its training answers leaves the head too little to learn from
-#       there (session 32; session 33: yes). CROSSFIT=1 (with FRESH=1) then trains the fair baseline of such a head,
-#       DFlash from the target's layers on the training and the fresh answers both, CROSSFIT_STEPS steps (run
-#       dflash_all), and the task walk and the benches compare Domino with it. ALL_DATA=1 (with FRESH=1) instead adds
-#       the fresh answers to every run's training data (PLUS_DATA), so that DFlash and a jointly trained Domino can
-#       read every answer about once (the paper's regime, where neither memorises; with FOLLOWUPS=N, the later turns
-#       of the training data's own conversations too). Touches $RESULTS/train-bench.done.
+#       no bench task is; FRESH_PROMPTS of each, default all), packed into $RESULTS/fresh_data (carried back in through
+#       DISTILLED as `fresh`); a variant named with _fresh, e.g. DOMINO_VARIANTS=frozen_backbone,frozen_backbone_fresh,
+#       trains on those alone (--held-out-only: scored on the usual held-out records), the other on the training data,
+#       over one backbone; the question is whether a backbone that memorised its training answers leaves the head too
+#       little to learn from there (session 32; session 33: yes). CROSSFIT=1 (with FRESH=1) then trains the fair
+#       baseline of such a head, DFlash from the target's layers on the training and the fresh answers both,
+#       CROSSFIT_STEPS steps (run dflash_all), and the task walk and the benches compare Domino with it. ALL_DATA=1
+#       (with FRESH=1) instead adds the fresh answers to every run's training data (PLUS_DATA), so that DFlash and a
+#       jointly trained Domino can read every answer about once (the paper's regime, where neither memorises; with
+#       FOLLOWUPS=N, the later turns of the training data's own conversations too). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
 #       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
@@ -88,9 +88,11 @@ DISTILL_DIR=$work/distill_followups issue4 distill" || return 1
   fi
   if [ "${FRESH:-0}" = 1 ] && [ ! -d "$work/fresh" ]; then  # answers no drafter above trained on (FRESH below)
     local after=$work/distill; [ ! -d "$work/distill_followups" ] || after+=",$work/distill_followups"
-    bash bench/h200_gpu.sh 0 "issue4 sharegpt; AFTER=$after PROMPTS=all DISTILL_DIR=$work/fresh/first issue4 distill; \
-AFTER=$after TURNS=followups MAX_PROMPT=768 PROMPTS=all DISTILL_DIR=$work/fresh/followups issue4 distill; \
-DATASET=mbpp PROMPTS=all DISTILL_DIR=$work/fresh/mbpp issue4 distill" || return 1
+    local fresh_prompts=${FRESH_PROMPTS:-all}  # of each set (a CPU dry run takes a few)
+    bash bench/h200_gpu.sh 0 "issue4 sharegpt; \
+AFTER=$after PROMPTS=$fresh_prompts DISTILL_DIR=$work/fresh/first issue4 distill; \
+AFTER=$after TURNS=followups MAX_PROMPT=768 PROMPTS=$fresh_prompts DISTILL_DIR=$work/fresh/followups issue4 distill; \
+DATASET=mbpp PROMPTS=$fresh_prompts DISTILL_DIR=$work/fresh/mbpp issue4 distill" || return 1
     bash bench/parts.sh pack "$work" "$results/fresh_data" fresh
   fi
 }
