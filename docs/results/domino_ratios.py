@@ -1,10 +1,13 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 32): the held-out walk runs compared
-so far, each run's walk MAT, a bench's MAT per task and method, the head-alone training curves, the walk and
-bench-mean scatters, the ratio axes, the two panels' finish and the figure's save.
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 33): the held-out walk runs compared
+so far, a run's metrics rows and per-draft training accuracy, each run's walk MAT, a bench's MAT per task and method,
+the head-alone training curves, the walk and bench-mean scatters, the per-draft and ratio axes, the two panels'
+finish and the figure's save.
 Imported by those plot.py scripts (run from the repository root)."""
 
 import json
 import pathlib
+
+import numpy as np
 
 from jspec.bench.report import summarize
 
@@ -21,9 +24,20 @@ WALKS_TO_S28 = [("s25 joint, from scratch", S25 / "dflash", S25 / "domino_tf_cur
                 ("s28 head alone on s28 DFlash", S28 / "dflash", S28 / "domino_head_alone")]
 
 
+def run_rows(run: pathlib.Path, split: str) -> list[dict]:
+    """The rows of one split ("train", "eval" or "walk") of a training run's metrics.jsonl, in order."""
+    return [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == split]
+
+
+def train_mean(run: pathlib.Path, key: str = "acc") -> np.ndarray:
+    """Per-draft `key` (the drafter's "acc", or a Domino run's "base_acc", its backbone's) averaged over the run's
+    last ten training logs: what it scores on its own training batches."""
+    return np.mean([r[key] for r in run_rows(run, "train")[-10:]], axis=0)
+
+
 def walk_mat(run: pathlib.Path) -> float:
     """The held-out walk MAT a training run logged last (metrics.jsonl, split "walk")."""
-    return [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "walk"][-1]["walk_mat"]
+    return run_rows(run, "walk")[-1]["walk_mat"]
 
 
 def bench_mats(bench: pathlib.Path) -> dict[tuple[str, str], float]:
@@ -90,6 +104,14 @@ def save_figure(fig, path: pathlib.Path, suptitle: str | None = None) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     print(f"wrote {path}")
+
+
+def draft_axes(axes, drafts: np.ndarray, legend_size: int) -> None:
+    """The x axis of per-draft panels (one tick per draft) and their legends."""
+    for ax in axes:
+        ax.set_xlabel("draft")
+        ax.set_xticks(drafts)
+        ax.legend(fontsize=legend_size)
 
 
 def ratio_axes(ax, what: str) -> None:

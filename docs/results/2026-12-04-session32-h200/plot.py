@@ -6,7 +6,6 @@ Right: per task of the T = 0 benches, domino_block_stop's MAT over DFlash's agai
 line through sessions 30-31's tasks (whole head; the head stop moved no ratio by more than 0.003).
 Run from the repository root: python docs/results/2026-12-04-session32-h200/plot.py"""
 
-import json
 import pathlib
 import sys
 
@@ -18,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S29, S30, S31, bench_mats, save_figure  # noqa: E402
+from domino_ratios import GOAL, S29, S30, S31, bench_mats, draft_axes, run_rows, save_figure, train_mean  # noqa: E402
 
 DRAFTS = 10
 TASKS = ["humaneval", "gsm8k", "mtbench", "alpaca", "xsum"]
@@ -28,30 +27,19 @@ runs = [("s29 DFlash (600 steps)", S29 / "dflash", "C0", "--"),
         ("s32 head alone on it", here / "domino_frozen_backbone", "C3", "-")]
 
 
-def records(run: pathlib.Path, split: str) -> list[dict]:
-    return [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == split]
-
-
-def train_acc(run: pathlib.Path) -> np.ndarray:
-    """Mean per-draft accuracy over the run's last ten training logs."""
-    return np.mean([r["acc"] for r in records(run, "train")[-10:]], axis=0)
-
 
 fig, (acc, gap, ratio) = plt.subplots(1, 3, figsize=(17, 5.2))
 drafts = np.arange(1, DRAFTS + 1)
 for label, run, color, style in runs:
-    held_out = np.array(records(run, "eval")[-1]["acc"])
+    held_out = np.array(run_rows(run, "eval")[-1]["acc"])
     acc.plot(drafts, held_out[:DRAFTS], style, marker="o", color=color, label=label)
-    gap.plot(drafts, (train_acc(run) - held_out)[:DRAFTS], style, marker="o", color=color, label=label)
+    gap.plot(drafts, (train_mean(run) - held_out)[:DRAFTS], style, marker="o", color=color, label=label)
 acc.set_ylabel("held-out accuracy (teacher forced)")
 acc.set_title("held out: the head on the stronger backbone gains less")
 gap.axhline(0, color="black", linewidth=0.5)
 gap.set_ylabel("training batches minus held out, accuracy")
 gap.set_title("memorised: the continued backbone's gap is 1.5-5x larger")
-for ax in (acc, gap):
-    ax.set_xlabel("draft")
-    ax.set_xticks(drafts)
-    ax.legend(fontsize=8)
+draft_axes((acc, gap), drafts, 8)
 
 xs, ys = [], []
 for i, (label, bench, method) in enumerate([("s30", S30 / "bench5_t0", "domino_block"),
@@ -68,7 +56,8 @@ ratio.plot(line, intercept + slope * line, color="grey", linewidth=1,
 mats = bench_mats(here / "bench5_t0")
 for task in TASKS:
     x, y = mats[task, "dflash"], mats[task, "domino_block_stop"] / mats[task, "dflash"]
-    ratio.scatter(x, y, color="C3", marker="s", label="s32 (continued DFlash, head alone)" if task == TASKS[0] else None)
+    ratio.scatter(x, y, color="C3", marker="s",
+                  label="s32 (continued DFlash, head alone)" if task == TASKS[0] else None)
     ratio.annotate(task, (x, y), textcoords="offset points", xytext=(5, -9), fontsize=7)
 ratio.axhline(GOAL, color="grey", linestyle="--", linewidth=1)
 ratio.axhline(1.0, color="black", linewidth=0.5)

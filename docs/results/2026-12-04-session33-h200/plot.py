@@ -5,7 +5,6 @@ Middle: what each head adds to its backbone's accuracy per draft, held out (64 r
 Right: the backbone's accuracy per draft on each head's training batches and held out: how much it memorised.
 Run from the repository root: python docs/results/2026-12-04-session33-h200/plot.py"""
 
-import json
 import pathlib
 import sys
 
@@ -17,21 +16,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S30, plot_head_curves, save_figure  # noqa: E402
+from domino_ratios import S30, draft_axes, plot_head_curves, run_rows, save_figure, train_mean  # noqa: E402
 
 S32 = here.parent / "2026-12-04-session32-h200"
 DRAFTS = 10
 heads = [("its training answers (8,192, read 4.8x)", here / "domino_frozen_backbone", "C2"),
          ("fresh answers (15,306, read 1.5x)", here / "domino_frozen_backbone_fresh", "C3")]
 
-
-def records(run: pathlib.Path, split: str) -> list[dict]:
-    return [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == split]
-
-
-def last_train(run: pathlib.Path, key: str) -> np.ndarray:
-    """Mean per-draft accuracy (`acc` or the backbone's `base_acc`) over the run's last ten training logs."""
-    return np.mean([r[key] for r in records(run, "train")[-10:]], axis=0)[:DRAFTS]
 
 
 fig, (curves, gain, memo) = plt.subplots(1, 3, figsize=(17, 5.2))
@@ -42,23 +33,20 @@ plot_head_curves(curves, [("s30: on s29 DFlash, its data (1,800 steps)", S30 / "
                  "held out: head over base (s33: 1.056x fresh, 1.032x own)", 7)
 drafts = np.arange(1, DRAFTS + 1)
 for label, run, color in heads:
-    final = records(run, "eval")[-1]
+    final = run_rows(run, "eval")[-1]
     held_out = (np.array(final["acc"]) - np.array(final["base_acc"]))[:DRAFTS]
     gain.plot(drafts, held_out, "-", marker="o", color=color, label=f"held out, head on {label}")
-    gain.plot(drafts, last_train(run, "acc") - last_train(run, "base_acc"), "--", marker="o", color=color,
+    gain.plot(drafts, (train_mean(run, "acc") - train_mean(run, "base_acc"))[:DRAFTS], "--", marker="o", color=color,
               label=f"its training batches, head on {label}")
-    memo.plot(drafts, last_train(run, "base_acc"), "--", marker="o", color=color,
+    memo.plot(drafts, train_mean(run, "base_acc")[:DRAFTS], "--", marker="o", color=color,
               label=f"batches of the head on {label}")
-memo.plot(drafts, np.array(records(heads[0][1], "eval")[-1]["base_acc"])[:DRAFTS], "-", marker="o", color="black",
+memo.plot(drafts, np.array(run_rows(heads[0][1], "eval")[-1]["base_acc"])[:DRAFTS], "-", marker="o", color="black",
           label="held out (64 records)")
 gain.axhline(0, color="black", linewidth=0.5)
 gain.set_ylabel("head accuracy minus backbone accuracy (teacher forced)")
 gain.set_title("what the head adds, per draft")
 memo.set_ylabel("backbone accuracy (teacher forced)")
 memo.set_title("the backbone: memorised its training answers")
-for ax in (gain, memo):
-    ax.set_xlabel("draft")
-    ax.set_xticks(drafts)
-    ax.legend(fontsize=7)
+draft_axes((gain, memo), drafts, 7)
 save_figure(fig, here / "fresh_head.png", "Qwen2.5-Coder-1.5B on an H200: one DFlash backbone (900 steps on 8,192 "
             "answers), two heads alone on it; the one on answers the backbone never saw gains twice as much")
