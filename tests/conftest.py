@@ -2,14 +2,32 @@
 
 import gc
 import json
+import atexit
 import os
 import pathlib
+import shutil
 import subprocess
+import tempfile
 
 import jax
 import pytest
 
 jax.config.update("jax_default_matmul_precision", "highest")
+
+
+def _share_compilation_cache() -> None:
+    """One persistent compilation cache for the whole run: the pytest process creates it, its xdist workers and the CLI
+    subprocesses inherit it through the environment. The real-model tests compile the same 30-layer programs in many
+    modules, workers and subprocesses (and _release_compiled_programs drops the in-memory ones after each module);
+    on the 2-core CI machine each compilation costs 10-30 s."""
+    if "JSPEC_TEST_COMPILATION_CACHE" not in os.environ:  # the first process of the run (pytest itself)
+        path = tempfile.mkdtemp(prefix="jspec-test-xla-cache-")
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+        os.environ["JSPEC_TEST_COMPILATION_CACHE"] = os.environ["JAX_COMPILATION_CACHE_DIR"] = path
+    jax.config.update("jax_compilation_cache_dir", os.environ["JSPEC_TEST_COMPILATION_CACHE"])
+
+
+_share_compilation_cache()
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 HF_PYTHON = pathlib.Path(os.environ.get("JSPEC_HF_PYTHON", REPO / ".venv-hf" / "bin" / "python"))

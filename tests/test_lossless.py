@@ -45,7 +45,7 @@ def vanilla_tokens(smollm2, prompt_ids):
 def test_greedy_equals_vanilla_batch1(smollm2, prompt_ids, vanilla_tokens, name):
     method, params = build(name, smollm2, **DRAFTER.get(name, {}))
     state = None
-    for ids, expected in zip(prompt_ids, vanilla_tokens):
+    for ids, expected in zip(prompt_ids[:3], vanilla_tokens):  # the third repeats itself: retrieval's case
         res = speculative_generate(smollm2.graphdef, smollm2.params, [ids], method=method, method_params=params,
                                    max_new_tokens=NEW_TOKENS, eos_ids=smollm2.eos_token_ids, max_cache_len=512,
                                    method_state=state)
