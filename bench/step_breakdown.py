@@ -73,9 +73,12 @@ def loop(body, steps: int, data_dependent: bool = False):
 PARTS = ("decode", "step", "propose", "verify", "observe", "commit", "decode_while", "step_while")
 
 
-def random_model(name: str, dtype: str) -> LoadedModel:
-    """The preset's exact architecture with random weights (step costs do not depend on the weights' values)."""
+def random_model(name: str, dtype: str, num_layers: int | None = None) -> LoadedModel:
+    """The preset's exact architecture with random weights (step costs do not depend on the weights' values);
+    `num_layers`: fewer decoder layers (the tests' smoke runs, where compiling 30 layers on a CPU dominates)."""
     cfg = model_preset(name).config
+    if num_layers is not None:
+        cfg = dataclasses.replace(cfg, num_layers=num_layers)
     graphdef, params = nnx.split(Decoder(cfg, dtype=jnp.dtype(dtype), rngs=nnx.Rngs(0)))
     return LoadedModel(name=name, cfg=cfg, graphdef=graphdef, params=params, tokenizer=None, dtype=dtype, chat=False)
 

@@ -332,33 +332,41 @@ def smollm2(smollm2_gguf):
     return m, graphdef, params, ids, vanilla
 
 
+GREEDY_TOKENS = 32  # of vanilla's 64: every stage is forced from the first step, so 32 already cover each many times
+
+
 @pytest.mark.real_model
-@pytest.mark.parametrize("name,options", [("eagle3_pruned", {}), ("graft", {}), ("graft", {"fixed_split": 13})],
+@pytest.mark.parametrize("name,options,ragged", [("eagle3_pruned", {}, True), ("graft", {}, True),
+                                                 ("graft", {"fixed_split": 13}, False)],
                          ids=["eagle3_pruned", "graft", "graft-fixed-split"])
-def test_greedy_equals_vanilla(smollm2, name, options):
-    """4 prompts x 64 tokens at batch 1 (hot start; each forced to its own stage) and a ragged batch of 3 (one stage per
-    row). Budget 20 (8 stages' worth of shapes as at 60, a third of the verify cost on CPU)."""
+def test_greedy_equals_vanilla(smollm2, name, options, ragged):
+    """4 prompts x 32 tokens at batch 1 (hot start; each forced to its own stage) and a ragged batch of 3 (one stage per
+    row; the fixed split changes no per-row code, so it skips that compilation). Budget 20 (8 stages' worth of shapes
+    as at 60, a third of the verify cost on CPU)."""
     m, graphdef, params, ids, vanilla = smollm2
     method, mp = eagle3_method(m, graphdef, params, name=name, budget=20, top_k=4, **options)
-    kw = dict(max_new_tokens=NEW_TOKENS, eos_ids=m.eos_token_ids, max_cache_len=CACHE, method_params=mp,
+    kw = dict(max_new_tokens=GREEDY_TOKENS, eos_ids=m.eos_token_ids, max_cache_len=CACHE, method_params=mp,
               pad_to=max(map(len, ids)))
     state = method.init_state(mp, 1, CACHE)
     for i, (prompt, expected) in enumerate(zip(ids[:len(FORCE)], vanilla)):
         state = dataclasses.replace(state, thresholds=jnp.asarray(FORCE[i]))
         res = spec_decode.speculative_generate(m.graphdef, m.params, [prompt], method=method, method_state=state,
                                                **kw)
-        assert res.tokens[0] == expected, (name, options, i)
+        assert res.tokens[0] == expected[:GREEDY_TOKENS], (name, options, i)
         state = res.method_state
+    if not ragged:
+        return
     rows = [0, 2, 4]
     state = dataclasses.replace(state, thresholds=jnp.asarray([FORCE[s] for s in (0, 1, 3)]))
     res = spec_decode.speculative_generate(m.graphdef, m.params, [ids[i] for i in rows], method=method,
                                            method_state=state, **kw)
-    assert res.tokens == [vanilla[i] for i in rows]
+    assert res.tokens == [vanilla[i][:GREEDY_TOKENS] for i in rows]
 
 
 def first_step(m, method, mp, state, ids):
     """(tree, accepted tokens) of the first speculative step from context `ids`."""
-    tokens, lens = pad_prompts([ids], CACHE, width=-(-len(ids) // 64) * 64)
+    assert len(ids) <= 128
+    tokens, lens = pad_prompts([ids], CACHE, width=128)  # one width for every context: one prefill compilation
     st = spec_decode._prefill_jit(m.graphdef, m.params, jnp.asarray(tokens), jnp.asarray(lens), jax.random.key(0),
                                   mp, jax.tree.map(jnp.copy, method.resume_state(mp, state, 1, CACHE)),  # consumed
                                   method=method, sampling=Sampling(),
