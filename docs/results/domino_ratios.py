@@ -13,7 +13,7 @@ from jspec.bench.report import summarize
 
 RESULTS = pathlib.Path(__file__).parent
 S25, S26, S27 = (RESULTS / f"2026-12-03-session{n}-h200" for n in (25, 26, 27))
-S28, S29, S30, S31 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29, 30, 31))
+S28, S29, S30, S31, S32, S33 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29, 30, 31, 32, 33))
 GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
 
 # (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with

@@ -16,9 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S30, draft_axes, plot_head_curves, run_rows, save_figure, train_mean  # noqa: E402
+from domino_ratios import S30, S32, draft_axes, plot_head_curves, run_rows, save_figure, train_mean  # noqa: E402
 
-S32 = here.parent / "2026-12-04-session32-h200"
 DRAFTS = 10
 heads = [("its training answers (8,192, read 4.8x)", here / "domino_frozen_backbone", "C2"),
          ("fresh answers (15,306, read 1.5x)", here / "domino_frozen_backbone_fresh", "C3")]

@@ -17,9 +17,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, bench_mats, draft_axes, run_rows, save_figure, train_mean  # noqa: E402
+from domino_ratios import GOAL, S33, bench_mats, draft_axes, run_rows, save_figure, train_mean  # noqa: E402
 
-S33 = here.parent / "2026-12-04-session33-h200"
 DRAFTS = 10
 drafts = np.arange(1, DRAFTS + 1)
 dflash, domino = here / "dflash", here / "domino_tf_curriculum"
