@@ -1,4 +1,4 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 33): the held-out walk runs compared
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 35): the held-out walk runs compared
 so far, a run's metrics rows and per-draft training accuracy, each run's walk MAT, a bench's MAT per task and method,
 the head-alone training curves, the walk and bench-mean scatters, the per-draft and ratio axes, the two panels'
 finish and the figure's save.
