@@ -46,7 +46,10 @@
 #       CROSSFIT_STEPS steps (run dflash_all), and the task walk and the benches compare Domino with it. ALL_DATA=1
 #       (with FRESH=1) instead adds the fresh answers to every run's training data (PLUS_DATA), so that DFlash and a
 #       jointly trained Domino can read every answer about once (the paper's regime, where neither memorises; with
-#       FOLLOWUPS=N, the later turns of the training data's own conversations too). Touches $RESULTS/train-bench.done.
+#       FOLLOWUPS=N, the later turns of the training data's own conversations too). SAMPLED=N (with ALL_DATA=1) adds N
+#       sets of answers sampled at T = 1 (seeds 1 .. N) to FRESH's prompts, once every ShareGPT prompt is used: new
+#       tokens from prompts no held-out record shares a conversation with, packed into $RESULTS/sampled_data (carried
+#       back in through DISTILLED). Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
 #       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
@@ -95,6 +98,28 @@ AFTER=$after TURNS=followups MAX_PROMPT=768 PROMPTS=$fresh_prompts DISTILL_DIR=$
 DATASET=mbpp PROMPTS=$fresh_prompts DISTILL_DIR=$work/fresh/mbpp issue4 distill" || return 1
     bash bench/parts.sh pack "$work" "$results/fresh_data" fresh
   fi
+  if [ "${SAMPLED:-0}" -gt 0 ] && [ ! -d "$work/sampled" ]; then  # more answers once every prompt is used (below)
+    local after=$work/distill k items="issue4 sharegpt"
+    [ ! -d "$work/distill_followups" ] || after+=",$work/distill_followups"
+    for k in $(seq 1 "$SAMPLED"); do
+      items+="; DISTILL_TEMP=1 DISTILL_SEED=$k AFTER=$after PROMPTS=${FRESH_PROMPTS:-all} \
+DISTILL_DIR=$work/sampled/s$k/first issue4 distill"
+      items+="; DISTILL_TEMP=1 DISTILL_SEED=$k AFTER=$after TURNS=followups MAX_PROMPT=768 \
+PROMPTS=${FRESH_PROMPTS:-all} DISTILL_DIR=$work/sampled/s$k/followups issue4 distill"
+      items+="; DISTILL_TEMP=1 DISTILL_SEED=$k DATASET=mbpp PROMPTS=${FRESH_PROMPTS:-all} \
+DISTILL_DIR=$work/sampled/s$k/mbpp issue4 distill"
+    done
+    bash bench/h200_gpu.sh 0 "$items" || return 1
+    bash bench/parts.sh pack "$work" "$results/sampled_data" sampled
+  fi
+}
+
+sampled_dirs() {  # the SAMPLED answer folders, comma-separated
+  local k dirs=""
+  for k in $(seq 1 "${SAMPLED:-0}"); do
+    dirs+=",$work/sampled/s$k/first,$work/sampled/s$k/followups,$work/sampled/s$k/mbpp"
+  done
+  echo "${dirs#,}"
 }
 
 case "${1:?head|train-profile|data|train-bench|bench}" in
@@ -136,6 +161,9 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
       echo "the _fresh variants ($variants) train on FRESH=1's data: set FRESH=1" >&2; exit 2
     fi
+    if [ "${SAMPLED:-0}" != 0 ] && [ "${ALL_DATA:-0}" != 1 ]; then
+      echo "SAMPLED=N answers are trained on with ALL_DATA=1: set it (and FRESH=1)" >&2; exit 2
+    fi
     if [ "${ALL_DATA:-0}" = 1 ] && [ "${FRESH:-0}" != 1 ]; then
       echo "ALL_DATA=1 trains every run on FRESH=1's answers too: set FRESH=1" >&2; exit 2
     fi
@@ -152,7 +180,8 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     fi
     train="TASK_DATA=$task_data INIT_LAYERS=$layers STEPS=${STEPS:?STEPS}"
     train+=" TIME_LIMIT=${TIME_LIMIT:-900} ${CURRICULUM_START:+CURRICULUM_START=$CURRICULUM_START}"
-    [ "${ALL_DATA:-0}" = 1 ] && train+=" PLUS_DATA=$fresh_dirs"  # one pass over every answer: nothing memorised
+    plus=$fresh_dirs; [ "${SAMPLED:-0}" = 0 ] || plus+=",$(sampled_dirs)"
+    [ "${ALL_DATA:-0}" = 1 ] && train+=" PLUS_DATA=$plus"  # one pass over every answer: nothing memorised
     if [ "${TRAIN_DFLASH:-1}" = 0 ]; then  # the carried DFlash drafter is the one benched, as it is
       [ -d "$work/init/dflash/drafter" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts in INIT_FROM" >&2; exit 2; }
       rm -rf "$work/dflash"; mkdir -p "$work/dflash"; cp -r "$work/init/dflash/drafter" "$work/dflash/"

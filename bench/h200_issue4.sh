@@ -8,7 +8,8 @@
 #                                         # the prompts past the first DISTILL_SKIP, default 0; TURNS=followups:
 #                                         # ShareGPT's later turns, MAX_PROMPT tokens of history and turn, into
 #                                         # DISTILL_DIR instead of $work/distill; DATASET: another prompt source
-#                                         # than sharegpt; AFTER=DIR[,DIR]: --after, past the records they answered)
+#                                         # than sharegpt; AFTER=DIR[,DIR]: --after, past the records they answered;
+#                                         # DISTILL_TEMP / DISTILL_SEED: sampled answers, e.g. 1 / 1)
 #   bash bench/h200_issue4.sh train       # EAGLE-3 drafter (steps: STEPS or the probed rate, h200_issue5.sh probe)
 #   bash bench/h200_issue4.sh calibrate   # graft thresholds + warm adjacency from 5 ShareGPT prompts
 #   bash bench/h200_issue4.sh bench       # 7 methods x 5 tasks, 20 prompts, 256 tokens, T = 0
@@ -28,7 +29,8 @@ case "${1:?sharegpt|distill|train|calibrate|bench|throughput|breakdown}" in
       --dataset "${DATASET:-sharegpt}" ${AFTER:+--after "$AFTER"} \
       --num-prompts "${PROMPTS:-7168}" --skip "${DISTILL_SKIP:-0}" --turns "${TURNS:-first}" \
       --max-prompt-tokens "${MAX_PROMPT:-512}" --max-new-tokens 256 --batch-size "${DBATCH:-256}" \
-      --shard-size "${DBATCH:-256}" --dtype "$dtype" 2>&1 | quiet 4
+      --shard-size "${DBATCH:-256}" --temperature "${DISTILL_TEMP:-0}" --seed "${DISTILL_SEED:-0}" \
+      --dtype "$dtype" 2>&1 | quiet 4
     python3 -c "import json,sys; m=json.load(open(sys.argv[1])); print('distill shards', m['shards'])" \
       "$dir/manifest.json" ;;
   train)

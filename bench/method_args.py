@@ -68,7 +68,7 @@ def random_block_drafter(model: LoadedModel, domino: bool):
 
     from jspec.drafters.dflash import DFlashDrafter
     from jspec.drafters.domino import DominoDrafter
-    from jspec.train.dflash import DFlashTrainConfig, drafter_config
+    from jspec.train.dflash_config import DFlashTrainConfig, drafter_config
 
     cfg = drafter_config(model.cfg, DFlashTrainConfig(domino=domino))
     return (DominoDrafter if domino else DFlashDrafter)(cfg, dtype=model.dtype, rngs=nnx.Rngs(0))

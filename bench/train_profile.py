@@ -35,8 +35,9 @@ from bench.step_breakdown import random_model  # noqa: E402
 from bench.timing import timed  # noqa: E402
 from bench.trace_summary import format_table, summarize  # noqa: E402
 from jspec.train import common, eagle3  # noqa: E402
-from jspec.train.dflash import (DFlashTrainConfig, Objective, drafter_config, eval_step,  # noqa: E402
-                                init_drafter, make_optimizer, train_step)
+from jspec.train.dflash import Objective, eval_step, make_optimizer, train_step  # noqa: E402
+from jspec.train.dflash_config import DFlashTrainConfig, drafter_config  # noqa: E402
+from jspec.train.drafter_init import init_drafter  # noqa: E402
 from jspec.train.eagle3 import Eagle3TrainConfig  # noqa: E402
 from jspec.train.packing import pack  # noqa: E402
 

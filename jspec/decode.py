@@ -5,7 +5,6 @@ depend on data, and the cache is donated so XLA updates it in place.
 """
 
 import dataclasses
-import functools
 import time
 
 import jax

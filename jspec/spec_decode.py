@@ -7,7 +7,6 @@ different acceptance, EOS); nothing leaves the device until every row is done.
 """
 
 import dataclasses
-import functools
 import time
 from typing import Any
 

@@ -15,7 +15,8 @@ import tarfile
 
 import pytest
 
-from jspec import assets, assets_cli
+from jspec import assets
+from jspec.cli import assets as assets_cli
 from jspec.errors import UserError
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"

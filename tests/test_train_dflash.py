@@ -27,9 +27,13 @@ from jspec.models.decoder import Decoder
 from jspec.models.loading import LoadedModel, load_model
 from jspec.spec_decode import speculative_generate
 from jspec.train import common
+from jspec.train import blocks as block_objective
 from jspec.train import dflash as dflash_train
-from jspec.train.dflash import (DFlashTrainConfig, block_hidden, block_labels, block_loss, curriculum, draft_logits,
-                                drafter_config, export_latest, init_drafter, sample_blocks, train_dflash)
+from jspec.train.blocks import (Blocks, block_hidden, block_labels, block_loss, draft_logits, reach_weights,
+                                sample_blocks)
+from jspec.train.dflash import export_latest, train_dflash
+from jspec.train.dflash_config import DFlashTrainConfig, curriculum, drafter_config
+from jspec.train.drafter_init import init_drafter
 from jspec.train.packing import pack, pad_rows
 
 from checkpoints import assert_same_run, drafter_tensors, run_metrics, truncate_checkpoint_arrays
@@ -149,7 +153,7 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
     value and gradient of (1 − λ)·Σ w·CE(final) / Σ w + λ·Σ w·CE(base) / Σ w over all blocks at once, in float32;
     w is the position decay, or with `reach` each logits' product of its earlier drafts' label probabilities (held
     fixed: no gradient flows through w)."""
-    monkeypatch.setattr(dflash_train, "LOGITS_PER_CHUNK", 2 * 3 * QWEN.vocab_size)  # 2 blocks a chunk: 3 chunks
+    monkeypatch.setattr(block_objective, "LOGITS_PER_CHUNK", 2 * 3 * QWEN.vocab_size)  # 2 blocks a chunk: 3 chunks
     backbone_cfg = DFlashConfig.for_target(QWEN, num_layers=1, block_size=4, mask_token_id=90,
                                            shift_label=kind == "domino")
     model = (_o1(DominoDrafter(DominoConfig(backbone_cfg, gru_hidden=16, rank=8), dtype=jnp.float32,
@@ -162,8 +166,8 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
     hidden = jnp.asarray(rng.normal(size=(2, 3, 4, QWEN.hidden_size)), jnp.float32)
     tokens = jnp.asarray(rng.integers(0, 90, (2, 3, j + 1)), jnp.int32)
     valid = jnp.asarray(rng.random((2, 3, j)) < 0.8)
-    blocks = dflash_train.Blocks(anchors=jnp.zeros((2, 3), jnp.int32), keep=jnp.ones((2, 3), bool),
-                                 labels=tokens[..., 1:], prev=tokens[..., :-1], valid=valid)
+    blocks = Blocks(anchors=jnp.zeros((2, 3), jnp.int32), keep=jnp.ones((2, 3), bool),
+                    labels=tokens[..., 1:], prev=tokens[..., :-1], valid=valid)
     lam, gamma = jnp.float32(0.3), 4.0
     graphdef, weights = nnx.split(model)
 
@@ -197,11 +201,11 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
 def test_reach_weights_are_the_probability_that_the_earlier_drafts_are_right():
     ce = -np.log(np.array([[0.5, 0.4, 0.9, 0.2], [0.8, 0.5, 0.5, 0.5]], np.float32))
     valid = np.array([[True, True, True, True], [True, False, True, True]])
-    got = dflash_train.reach_weights(jnp.asarray(ce), jnp.asarray(valid))
+    got = reach_weights(jnp.asarray(ce), jnp.asarray(valid))
     # Row 2's second draft is unscored: nothing after it can be reached (its own weight is still 0.8; the loss
     # masks unscored drafts).
     np.testing.assert_allclose(got, [[1.0, 0.5, 0.2, 0.18], [1.0, 0.8, 0.0, 0.0]], rtol=1e-6)
-    assert jax.grad(lambda c: dflash_train.reach_weights(c, jnp.asarray(valid)).sum())(jnp.asarray(ce)).any() == 0
+    assert jax.grad(lambda c: reach_weights(c, jnp.asarray(valid)).sum())(jnp.asarray(ce)).any() == 0
 
 
 def test_curriculum_moves_the_base_share_from_one_to_zero():

@@ -11,12 +11,12 @@ from jspec.errors import UserError
 
 
 def read_config(path: pathlib.Path, kind: str) -> dict:
-    """`path/config.json` as a dict; `kind` names the checkpoint in errors ("EAGLE-3", "DFlash/Domino")."""
+    """`path/config.json` as a dict; `kind` names the checkpoint in errors, with its article ("an EAGLE-3", "a DFlash/Domino")."""
     if not path.is_dir():
         raise UserError(f"{path}: no such checkpoint directory")
     config_path = path / "config.json"
     if not config_path.is_file():
-        raise UserError(f"{path}: not a {kind} checkpoint directory (no config.json)")
+        raise UserError(f"{path}: not {kind} checkpoint directory (no config.json)")
     try:
         hf = json.loads(config_path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

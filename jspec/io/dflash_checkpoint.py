@@ -258,7 +258,7 @@ def build_drafter(cfg: DFlashConfig | DominoConfig, tensors: Mapping[str, np.nda
 
 def read_dflash_config(path: str | os.PathLike, target_cfg: ModelConfig) -> DFlashConfig | DominoConfig:
     """The config of the DFlash/Domino checkpoint in directory `path`, without reading its weights."""
-    return config_from_dflash_hf(read_config(pathlib.Path(path), "DFlash/Domino"), target_cfg, str(path))
+    return config_from_dflash_hf(read_config(pathlib.Path(path), "a DFlash/Domino"), target_cfg, str(path))
 
 
 def load_dflash_checkpoint(path: str | os.PathLike, target_cfg: ModelConfig, dtype: str = "float32"

@@ -231,7 +231,7 @@ def load_eagle3_checkpoint(path: str | os.PathLike, target_cfg: ModelConfig, dty
     """The EAGLE-3 head in directory `path`, for a target of config `target_cfg`."""
     path = pathlib.Path(path)
     numpy_dtype(dtype)  # validate early
-    cfg = config_from_eagle3_hf(read_config(path, "EAGLE-3"), target_cfg, str(path))
+    cfg = config_from_eagle3_hf(read_config(path, "an EAGLE-3"), target_cfg, str(path))
     return build_drafter(cfg, read_safetensors(path, WEIGHTS_FILE), dtype, str(path / WEIGHTS_FILE))
 
 

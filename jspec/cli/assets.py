@@ -20,6 +20,7 @@ def add_assets_parser(subparsers: argparse._SubParsersAction) -> argparse.Argume
     sub.add_parser("list", help="show what is installed, with sizes")
     sub.add_parser("verify", help="re-hash every installed model and count every installed dataset's records")
     sub.add_parser("licenses", help="print the upstream licences of the models and datasets")
+    parser.set_defaults(run=run_assets)
     return parser
 
 
