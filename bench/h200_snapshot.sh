@@ -6,17 +6,19 @@
 #
 # Leaves out checkpoints, exported drafters and distilled data (the bulk); keeps metrics, run settings, bench and
 # task-walk summaries, and the logs. Folders packed by bench/parts.sh under results/ (distilled,
-# distilled_followups, task_data, fresh_data, drafters_dflash, drafters_domino) come back too, PARTS_PER_CALL (4) parts a call, as $OUT/<name>/: gather them
-# here under .stage/<name>/ for a later session.
+# distilled_followups, task_data, fresh_data, sampled_data, drafters_dflash, drafters_domino) come back too,
+# PARTS_PER_CALL (4) parts a call, as $OUT/<name>/: gather them here under .stage/<name>/ for a later session.
 set -uo pipefail
 root=${SNAPSHOT_ROOT:-/root}
 (cd "$root" && tar czf "${OUT:?}/snapshot.tgz" --exclude='*/checkpoints' --exclude='*/drafter' --exclude='*/data' \
   --exclude='results/distilled*' --exclude='results/task_data*' --exclude='results/drafters*' \
-  --exclude='results/fresh_data*' --exclude='work/distill/*.npz' \
+  --exclude='results/fresh_data*' --exclude='results/sampled_data*' --exclude='work/distill/*.npz' \
   $(ls -d results work/*/metrics.jsonl work/*/run.json work/distill/manifest.json ./*.log 2>/dev/null)) \
   || echo "snapshot: nothing to pack yet"
 budget=${PARTS_PER_CALL:-4}
-for packed in "$root"/results/{distilled,distilled_followups,task_data,fresh_data,drafters_dflash,drafters_domino}; do
+packed_sets="distilled distilled_followups task_data fresh_data sampled_data drafters_dflash drafters_domino"
+for name in $packed_sets; do
+  packed=$root/results/$name
   [ -f "$packed/SHA256SUM" ] && [ "$budget" -gt 0 ] || continue
   line=$(bash "$(dirname "$0")/parts.sh" send "$packed" "$budget") || continue
   [[ $line == "sent 0 parts"* ]] || echo "snapshot: $line"
