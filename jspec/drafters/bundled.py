@@ -5,10 +5,6 @@ import pathlib
 WEIGHTS_DIR = pathlib.Path(__file__).resolve().parents[1] / "weights"
 
 
-def bundled_drafters() -> list[str]:
-    return sorted(p.name for p in WEIGHTS_DIR.iterdir() if (p / "config.json").exists()) if WEIGHTS_DIR.is_dir() else []
-
-
 def resolve_drafter(spec: str) -> str:
     """The directory of bundled drafter `spec`, or `spec` itself (a checkpoint path the loader will check)."""
     candidate = WEIGHTS_DIR / spec
