@@ -1,5 +1,5 @@
-"""bench/task_walk.py on the real SmolLM2 with random block drafters: answers to each task's prompts past the bench's,
-both drafters scored on them, a row per task."""
+"""bench/task_walk.py on SmolLM2's first 4 layers (its tokenizer and chat template) with random block drafters:
+answers to each task's prompts past the bench's, both drafters scored on them, a row per task."""
 
 import importlib.util
 import json
@@ -23,8 +23,8 @@ _spec.loader.exec_module(task_walk)
 
 
 @pytest.mark.real_model
-def test_task_walk_scores_each_task_past_the_bench_prompts(smollm2_gguf, tmp_path, capsys):
-    cfg = load_model(str(smollm2_gguf), dtype="float32", progress=False).cfg
+def test_task_walk_scores_each_task_past_the_bench_prompts(smollm2_4_layers, tmp_path, capsys):
+    cfg = load_model(str(smollm2_4_layers), dtype="float32", progress=False).cfg
     backbone = DFlashConfig.for_target(cfg, 1, block_size=4, intermediate_size=64)
     drafters = {"dflash": DFlashDrafter(backbone, dtype=jnp.float32, rngs=nnx.Rngs(0)),
                 "domino": DominoDrafter(DominoConfig(DFlashConfig.for_target(cfg, 1, block_size=4, intermediate_size=64,
@@ -33,7 +33,7 @@ def test_task_walk_scores_each_task_past_the_bench_prompts(smollm2_gguf, tmp_pat
                                         dtype=jnp.float32, rngs=nnx.Rngs(1))}
     for name, drafter in drafters.items():
         save_dflash_checkpoint(drafter, tmp_path / name / "drafter", cfg.num_layers)
-    argv = ["--model", str(smollm2_gguf), "--drafter", str(tmp_path / "dflash" / "drafter"), "--drafter",
+    argv = ["--model", str(smollm2_4_layers), "--drafter", str(tmp_path / "dflash" / "drafter"), "--drafter",
             str(tmp_path / "domino" / "drafter"), "--tasks", "gsm8k,mtbench", "--skip", "3", "--prompts", "5",
             "--batch-size", "2", "--max-new-tokens", "12", "--seq-len", "256", "--anchors-per-seq", "64",
             "--eval-batch-size", "2", "--dtype", "float32", "--out", str(tmp_path / "out")]
