@@ -1,4 +1,5 @@
-"""Self-distillation data on the real SmolLM2: content, loss masks, resumption, settings guard, benchmark prompts."""
+"""Self-distillation data on SmolLM2's first 4 layers (its tokenizer and chat template; the checks do not depend on
+the answers' quality): content, loss masks, resumption, settings guard, benchmark prompts."""
 
 import dataclasses
 import json
@@ -15,8 +16,8 @@ CFG = DistillConfig(num_prompts=4, max_prompt_tokens=128, max_new_tokens=6, batc
 
 
 @pytest.fixture(scope="module")
-def smollm2(smollm2_gguf):
-    return load_model(str(smollm2_gguf), dtype="float32", progress=False)
+def smollm2(smollm2_4_layers):
+    return load_model(str(smollm2_4_layers), dtype="float32", progress=False)
 
 
 @pytest.mark.real_model
@@ -121,13 +122,13 @@ def test_bad_prompt_sources_are_user_errors(change, message):
 
 
 @pytest.mark.real_model
-def test_cli_distills_several_datasets_each_into_its_folder(smollm2, smollm2_gguf, tmp_path):
+def test_cli_distills_several_datasets_each_into_its_folder(smollm2, smollm2_4_layers, tmp_path):
     """`--dataset gsm8k,humaneval`: one model load, out/<dataset> each, the same records as one dataset at a time."""
     from jspec.cli import main
 
     flags = ["--skip", "160", "--num-prompts", "2", "--max-prompt-tokens", "256", "--max-new-tokens", "3",
              "--batch-size", "2", "--shard-size", "2", "--dtype", "float32"]
-    assert main(["train", "distill", "--model", str(smollm2_gguf), "--dataset", "gsm8k,humaneval",
+    assert main(["train", "distill", "--model", str(smollm2_4_layers), "--dataset", "gsm8k,humaneval",
                  "--out", str(tmp_path / "tasks"), *flags]) == 0
     alone = DistillConfig(num_prompts=2, max_prompt_tokens=256, max_new_tokens=3, batch_size=2, shard_size=2,
                           dataset="gsm8k", skip=160)
@@ -251,14 +252,14 @@ def test_cli_after_rejects_several_datasets(tmp_path, capsys):
 
 
 @pytest.mark.real_model
-def test_cli_distills_after_an_earlier_folder(smollm2, smollm2_gguf, tmp_path):
+def test_cli_distills_after_an_earlier_folder(smollm2, smollm2_4_layers, tmp_path):
     """`--after DATA`: the next prompts that fit, past the last record DATA answered."""
     from jspec.cli import main
 
     cfg = DistillConfig(num_prompts=2, max_prompt_tokens=128, max_new_tokens=2, batch_size=2, shard_size=2)
     distill(smollm2, tmp_path / "old", cfg, progress=False)
     old_ids = [r[0] for r in read_dataset(tmp_path / "old")]
-    assert main(["train", "distill", "--model", str(smollm2_gguf), "--after", str(tmp_path / "old"),
+    assert main(["train", "distill", "--model", str(smollm2_4_layers), "--after", str(tmp_path / "old"),
                  "--num-prompts", "2", "--max-prompt-tokens", "128", "--max-new-tokens", "2", "--batch-size", "2",
                  "--shard-size", "2", "--dtype", "float32", "--out", str(tmp_path / "new")]) == 0
     prompts = load_prompts("sharegpt", None)
