@@ -4,6 +4,8 @@ import argparse
 import json
 import pathlib
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from jspec.cli.args import Parser, count_or_all, data_folders, dataset_names, positive_int, resolve_dtype
 from jspec.errors import UserError
@@ -191,75 +193,68 @@ def run_train_evaluate(args) -> None:
 
 
 def run_train_eagle3(args) -> None:
-    from jspec.models.loading import load_model
     from jspec.train.eagle3 import Eagle3TrainConfig, export_latest, train_eagle3
 
-    out = pathlib.Path(args.out)
-    target_dtype, compute_dtype = map(resolve_dtype, (args.target_dtype, args.compute_dtype))
-    if args.export:
-        model = load_model(args.model, dtype=target_dtype)
-        step, size = export_latest(model, out, args.dtype)
-        print(f"jspec: exported step {step} to {out / 'drafter'} ({size / 1e6:.1f} MB of weights)", file=sys.stderr)
-        return
-    if not args.data:
-        raise UserError("--data is required to train (or pass --export)")
-    cfg = Eagle3TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
-                            warmup_steps=args.warmup_steps, schedule=args.schedule,
-                            draft_vocab_size=args.draft_vocab_size, ttt_steps=args.ttt_steps,
-                            eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
-                            log_every=args.log_every, seed=args.seed, intermediate_size=args.intermediate_size,
-                            compute_dtype=compute_dtype)
-    if args.time_limit is not None and not args.time_limit > 0:
-        raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
-    model = load_model(args.model, dtype=target_dtype)
-    result = train_eagle3(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
-                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data,
-                          held_out_only=args.held_out_only)
-    if result["finished"]:
-        print(f"jspec: exported EAGLE-3 drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
-              "weights)", file=sys.stderr)
-    else:
-        print(f"jspec: stopped at step {result['step']} of {cfg.steps}; rerun with --resume to continue",
-              file=sys.stderr)
+    def config(compute_dtype: str) -> Eagle3TrainConfig:
+        return Eagle3TrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
+                                 warmup_steps=args.warmup_steps, schedule=args.schedule,
+                                 draft_vocab_size=args.draft_vocab_size, ttt_steps=args.ttt_steps,
+                                 eval_records=args.eval_records, eval_every=args.eval_every,
+                                 save_every=args.save_every, log_every=args.log_every, seed=args.seed,
+                                 intermediate_size=args.intermediate_size, compute_dtype=compute_dtype)
+
+    _train_drafter(args, config, train_eagle3, export_latest, lambda cfg: "EAGLE-3")
 
 
 def run_train_dflash(args) -> None:
-    from jspec.models.loading import load_model
     from jspec.train.dflash import DFlashTrainConfig, export_latest, train_dflash
+
+    def config(compute_dtype: str) -> DFlashTrainConfig:
+        domino = {}
+        if args.train_command == "domino":
+            domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
+                          curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction,
+                          curriculum_start=args.curriculum_start, ttt=args.ttt,
+                          init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone)
+        return DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
+                                 warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
+                                 num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
+                                 gamma_decay=args.gamma_decay, position_weights=args.position_weights,
+                                 intermediate_size=args.intermediate_size,
+                                 init_layers=args.init_layers, init_from=args.init_from,
+                                 eval_records=args.eval_records, eval_every=args.eval_every,
+                                 save_every=args.save_every, log_every=args.log_every, seed=args.seed,
+                                 compute_dtype=compute_dtype, **domino)
+
+    def export(model, out: pathlib.Path, dtype: str) -> tuple[int, int]:
+        return export_latest(model, out, dtype, command=args.train_command)
+
+    _train_drafter(args, config, train_dflash, export, lambda cfg: "Domino" if cfg.domino else "DFlash")
+
+
+def _train_drafter(args, config: Callable[[str], Any], train: Callable[..., dict],
+                   export: Callable[..., tuple[int, int]], kind: Callable[[Any], str]) -> None:
+    """What `train eagle3|dflash|domino` share: --export alone, or build the run's `config` (from the compute dtype),
+    train to its end or to --stop-at / --time-limit, and say which."""
+    from jspec.models.loading import load_model
 
     out = pathlib.Path(args.out)
     target_dtype, compute_dtype = map(resolve_dtype, (args.target_dtype, args.compute_dtype))
     if args.export:
-        model = load_model(args.model, dtype=target_dtype)
-        step, size = export_latest(model, out, args.dtype, command=args.train_command)
+        step, size = export(load_model(args.model, dtype=target_dtype), out, args.dtype)
         print(f"jspec: exported step {step} to {out / 'drafter'} ({size / 1e6:.1f} MB of weights)", file=sys.stderr)
         return
     if not args.data:
         raise UserError("--data is required to train (or pass --export)")
-    domino = {}
-    if args.train_command == "domino":
-        domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
-                      curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction,
-                      curriculum_start=args.curriculum_start, ttt=args.ttt,
-                      init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone)
-    cfg = DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
-                            warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
-                            num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
-                            gamma_decay=args.gamma_decay, position_weights=args.position_weights,
-                            intermediate_size=args.intermediate_size,
-                            init_layers=args.init_layers, init_from=args.init_from,
-                            eval_records=args.eval_records, eval_every=args.eval_every, save_every=args.save_every,
-                            log_every=args.log_every, seed=args.seed, compute_dtype=compute_dtype, **domino)
+    cfg = config(compute_dtype)
     if args.time_limit is not None and not args.time_limit > 0:
         raise UserError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
     model = load_model(args.model, dtype=target_dtype)
-    result = train_dflash(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype,
-                          stop_at=args.stop_at, time_limit=args.time_limit, train_only=args.train_only_data,
-                          held_out_only=args.held_out_only)
+    result = train(model, args.data, out, cfg, resume=args.resume, export_dtype=args.dtype, stop_at=args.stop_at,
+                   time_limit=args.time_limit, train_only=args.train_only_data, held_out_only=args.held_out_only)
     if result["finished"]:
-        kind = "Domino" if cfg.domino else "DFlash"
-        print(f"jspec: exported {kind} drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of weights)",
-              file=sys.stderr)
+        print(f"jspec: exported {kind(cfg)} drafter to {out / 'drafter'} ({result['size_bytes'] / 1e6:.1f} MB of "
+              "weights)", file=sys.stderr)
     else:
         print(f"jspec: stopped at step {result['step']} of {cfg.steps}; rerun with --resume to continue",
               file=sys.stderr)
