@@ -94,6 +94,14 @@ class ModelConfig(AttentionShape):
         if self.head_dim % 2:
             raise UserError(f"head_dim must be even for RoPE, got {self.head_dim}")
 
+    def num_params(self) -> int:
+        d, f, v = self.hidden_size, self.intermediate_size, self.vocab_size
+        attn = d * (self.q_size + 2 * self.kv_size) + self.q_size * d
+        if self.attention_bias:
+            attn += self.q_size + 2 * self.kv_size
+        layer = attn + 3 * d * f + 2 * d + (2 * self.head_dim if self.qk_norm else 0)
+        return v * d * (1 if self.tie_embeddings else 2) + self.num_layers * layer + d
+
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ModelConfig":
         d = dict(d)

@@ -1,4 +1,5 @@
-"""Logit parity with HF transformers on tiny random llama / qwen2 / qwen3 checkpoints saved as HF directories."""
+"""Logit parity with HF transformers on tiny random llama / qwen2 / qwen3 checkpoints saved as HF directories, and
+ModelConfig.num_params against the parameters a Decoder actually holds."""
 
 import numpy as np
 import jax
@@ -6,7 +7,9 @@ import jax.numpy as jnp
 import pytest
 from flax import nnx
 
+from jspec.config import ModelConfig
 from jspec.io import hf_loader, weights
+from jspec.models.decoder import Decoder
 from jspec.models.cache import KVCache, causal_block_mask
 
 CASES = {
@@ -102,3 +105,13 @@ def test_hidden_state_taps_are_layer_outputs(tiny_models):
     hidden, _, _ = model(tokens, pos, cache, mask)
     np.testing.assert_allclose(np.asarray(normed_last), np.asarray(hidden), atol=1e-6)
     assert not np.allclose(np.asarray(taps[0]), np.asarray(x))
+
+
+
+@pytest.mark.parametrize("family,extra", [("llama", {}), ("llama", {"tie_embeddings": True}),
+                                          ("qwen2", {"attention_bias": True}), ("qwen3", {"qk_norm": True})])
+def test_num_params_counts_the_decoder_parameters(family, extra):
+    cfg = ModelConfig(family=family, vocab_size=96, hidden_size=32, intermediate_size=64, num_layers=3, num_heads=4,
+                      num_kv_heads=2, head_dim=8, **extra)
+    decoder = nnx.eval_shape(lambda: Decoder(cfg, dtype=jnp.float32, rngs=nnx.Rngs(0)))
+    assert cfg.num_params() == sum(x.size for x in jax.tree.leaves(nnx.state(decoder, nnx.Param)))
