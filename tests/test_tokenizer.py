@@ -13,7 +13,7 @@ import unicodedata
 import pytest
 
 from jspec.errors import UserError
-from jspec.io import tokenizer as tokmod
+from jspec.io import gguf_tokenizer
 from jspec.io.tokenizer import Tokenizer
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -310,10 +310,10 @@ def test_gguf_cache_is_used(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPa
     assert (tmp_path / "model.gguf.tokenizer.json").is_file()
     assert (tmp_path / "model.gguf.tokenizer_meta.json").is_file()
 
-    def no_build(path):  # the second load must come from the cache
+    def no_build(cls, path):  # the second load must come from the cache
         raise AssertionError("cache was not used")
 
-    monkeypatch.setattr(tokmod, "_build_from_gguf", no_build)
+    monkeypatch.setattr(gguf_tokenizer, "_build_from_gguf", no_build)
     second = Tokenizer.from_gguf(link)
     assert second.eos_token_ids == first.eos_token_ids
     assert second.chat_template == first.chat_template
