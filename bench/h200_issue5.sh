@@ -10,8 +10,10 @@
 #                                            # DFLASH_RUN: its run folder, default dflash, also the one bench,
 #                                            # task-walk and ablation use; PLUS_DATA=DIR[,DIR]: more training-only
 #                                            # data, e.g. the fresh answers for a baseline on every answer)
-#   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum|frozen_backbone]
+#   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf_curriculum_floor|tf|ttt|
+#                                     ttt_curriculum|frozen_backbone]
 #                                            # Domino drafter (default: TF + curriculum; _half: λ at 0 half-way;
+#                                            # _floor: λ falls to CURRICULUM_END, default 0.5, not 0;
 #                                            # ttt: without it, as in the paper's ablation; frozen_backbone: the
 #                                            # head alone on a trained backbone; CURRICULUM_START: λ at step 0;
 #                                            # INIT_BACKBONE=DIR: --init-backbone DIR, e.g. a DFlash export;
@@ -51,11 +53,13 @@ variant_flags() {  # a recipe's trainer flags; NAME_fresh is NAME's recipe on FR
   case "${1%_fresh}" in
     tf_curriculum) echo "" ;;
     tf_curriculum_half) echo "--curriculum-fraction 0.5" ;;  # λ reaches 0 half-way (SpecForge's code default)
+    tf_curriculum_floor) echo "--curriculum-end ${CURRICULUM_END:-0.5}" ;;  # the base loss keeps anchoring the backbone
     tf) echo "--no-curriculum" ;;
     ttt) echo "--ttt --no-curriculum" ;;  # the paper's TTT row
     ttt_curriculum) echo "--ttt" ;;
     frozen_backbone) echo "--freeze-backbone" ;;  # the head alone, on the INIT_BACKBONE / INIT_FROM backbone
-    *) echo "unknown domino variant $1 (tf_curriculum|tf_curriculum_half|tf|ttt|ttt_curriculum|frozen_backbone)" >&2
+    *) echo "unknown domino variant $1 (tf_curriculum|tf_curriculum_half|tf_curriculum_floor|tf|ttt|ttt_curriculum|\
+frozen_backbone)" >&2
        exit 2 ;;
   esac
 }

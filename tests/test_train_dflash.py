@@ -218,6 +218,10 @@ def test_curriculum_moves_the_base_share_from_one_to_zero():
     np.testing.assert_allclose(curriculum(dataclasses.replace(cfg, curriculum_start=0.5)),
                                [0.5, 0.4, 0.3, 0.2, 0.1, 0, 0, 0, 0, 0], atol=1e-7)
     assert not curriculum(dataclasses.replace(cfg, curriculum_start=0.0)).any()
+    # A floor keeps some base loss to the end: linear from start to end over the same steps, then flat.
+    np.testing.assert_allclose(curriculum(dataclasses.replace(cfg, curriculum_end=0.5)),
+                               [1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.5, 0.5, 0.5, 0.5], atol=1e-7)
+    np.testing.assert_allclose(curriculum(dataclasses.replace(cfg, curriculum_start=0.4, curriculum_end=0.4)), 0.4)
     assert not curriculum(dataclasses.replace(CFG, steps=10)).any()  # DFlash has no head: final = base logits
 
 
@@ -671,6 +675,8 @@ def test_bench_takes_block_drafters(workspace, trained, tmp_path, capsys):
     ("dflash", ["--ttt"], "unrecognized arguments: --ttt"),
     ("domino", ["--curriculum-fraction", "0"], r"--curriculum-fraction must be in \(0, 1\]"),
     ("domino", ["--curriculum-start", "1.5"], r"--curriculum-start must be in \[0, 1\], got 1.5"),
+    ("domino", ["--curriculum-start", "0.3", "--curriculum-end", "0.5"],
+     r"--curriculum-end must be in \[0, --curriculum-start = 0.3\], got 0.5"),
     ("dflash", ["--curriculum-start", "0.5"], "unrecognized arguments: --curriculum-start"),
     ("domino", ["--head-off", "--ttt"],
      "--ttt, --init-backbone and --freeze-backbone apply to `jspec train domino` with its head"),

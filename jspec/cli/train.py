@@ -139,6 +139,9 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
                        help="fraction of the steps over which the base-loss share falls to 0")
         p.add_argument("--curriculum-start", type=float, default=1.0,
                        help="base-loss share at step 0 (below 1 when --init-from continues a trained head)")
+        p.add_argument("--curriculum-end", type=float, default=0.0,
+                       help="base-loss share once the decay ends (0, as in SpecForge; above 0 keeps anchoring a "
+                       "jointly trained backbone to its own predictions' loss)")
         p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
         p.add_argument("--ttt", action="store_true",
                        help="the GRU reads the drafter's own greedy drafts (training-time test), not the data")
@@ -214,8 +217,8 @@ def run_train_dflash(args) -> None:
         if args.train_command == "domino":
             domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
                           curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction,
-                          curriculum_start=args.curriculum_start, ttt=args.ttt,
-                          init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone)
+                          curriculum_start=args.curriculum_start, curriculum_end=args.curriculum_end,
+                          ttt=args.ttt, init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone)
         return DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                                  warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
                                  num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,

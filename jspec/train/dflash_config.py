@@ -50,6 +50,9 @@ class DFlashTrainConfig:
     # λ at step 0 (SpecForge's `lambda_base_start`). 1 for a fresh head; lower when --init-from continues a trained
     # Domino drafter, whose trained head would otherwise learn little while λ is still near 1.
     curriculum_start: float = 1.0
+    # λ's floor, reached at the end of the decay (0 in SpecForge). Above 0, the base loss keeps anchoring a jointly
+    # trained backbone: session 35's joint backbone, with λ at 0 for the last steps, ended 5% behind DFlash alone.
+    curriculum_end: float = 0.0
     ttt: bool = False  # Domino's GRU reads its own greedy drafts instead of the ground truth
     # Train the Domino head alone on a trained backbone (--init-backbone / --init-from), which then stays exactly the
     # drafter it started as: Domino = that DFlash drafter + a head, its uncorrected first draft the same.
@@ -85,6 +88,9 @@ class DFlashTrainConfig:
             raise UserError(f"--curriculum-fraction must be in (0, 1], got {self.curriculum_fraction}")
         if not 0 <= self.curriculum_start <= 1:
             raise UserError(f"--curriculum-start must be in [0, 1], got {self.curriculum_start}")
+        if not 0 <= self.curriculum_end <= self.curriculum_start:
+            raise UserError(f"--curriculum-end must be in [0, --curriculum-start = {self.curriculum_start}], got "
+                            f"{self.curriculum_end}")
         if self.eval_records < 0:
             raise UserError(f"--eval-records must be >= 0, got {self.eval_records}")
         if self.intermediate_size is not None and self.intermediate_size < 1:
@@ -124,10 +130,11 @@ def drafter_config(target_cfg: ModelConfig, cfg: DFlashTrainConfig) -> DFlashCon
 
 
 def curriculum(cfg: DFlashTrainConfig) -> Float[np.ndarray, " S"]:
-    """λ of every optimizer step: the base-logit share of the Domino loss. 0 throughout with a frozen backbone,
+    """λ of every optimizer step: the base-logit share of the Domino loss, linear from curriculum_start to
+    curriculum_end over curriculum_fraction of the steps, then flat. 0 throughout with a frozen backbone,
     where the base loss trains nothing and λ would only scale the head's loss down."""
     if not (cfg.domino and cfg.curriculum) or cfg.freeze_backbone:
         return np.zeros(cfg.steps, np.float32)
     step = np.arange(cfg.steps, dtype=np.float64)
-    share = cfg.curriculum_start * (1.0 - step / (cfg.curriculum_fraction * cfg.steps))
-    return np.clip(share, 0.0, 1.0).astype(np.float32)
+    remaining = np.clip(1.0 - step / (cfg.curriculum_fraction * cfg.steps), 0.0, 1.0)
+    return (cfg.curriculum_end + (cfg.curriculum_start - cfg.curriculum_end) * remaining).astype(np.float32)
