@@ -10,11 +10,18 @@
 #   bash scripts/device_stage.sh datasets                     # here: .stage/datasets (the bench tasks' jsonl) and
 #                                                             # .stage/datasets_sg (all 17,384 ShareGPT records,
 #                                                             # gz, 27 MB; their first and later user turns)
-#   # then, one device call per chunk (carry: [".stage/<model>/part-NN"]):
-#   #   mkdir -p /root/stage && cp .stage/<model>/part-NN /root/stage/
-#   # and a last call that reassembles, checks and uses it (JSPEC_HOME=/root/jspec_home):
-#   #   bash scripts/device_stage.sh assemble qwen2.5-coder-1.5b /root/stage /root/jspec_home
-# The gguf reader is not in the GPU image: carry .whl/gguf-0.19.0-py3-none-any.whl (pip download gguf==0.19.0).
+#   # then, one device call per chunk (carry: [".whl", ".stage/<model>/part-NN"]; the first call also copies the
+#   # tree, which the later calls need not carry again, to a folder that outlives the calls and installs the wheel):
+#   #   mkdir -p /root/stage/<model> && mv .stage/<model>/part-NN /root/stage/<model>/
+#   #   [first call only] rm -rf /root/bg && mkdir -p /root/bg && cp -r . /root/bg/ && python3 -m pip install -q \
+#   #       --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+#   # and a last call that carries .whl, .stage/<model>/SHA256SUM, .stage/datasets* and any distilled parts, copies
+#   # them into /root/bg/.stage and reassembles, checks and installs the model and the datasets there:
+#   #   cd /root/bg && MODELS=<model> OUT=/root/results bash bench/h200_issue3.sh setup
+#   # (which calls `bash scripts/device_stage.sh assemble <model> /root/stage/<model> $JSPEC_HOME`), then starts the
+#   # job under setsid (bench/h200_domino_relations.sh) and polls it with bench/h200_snapshot.sh within every 30 s
+#   # of idling, after which the machine is given back.
+# The gguf reader is not in the GPU image: .whl/gguf-0.19.0-py3-none-any.whl (pip download gguf==0.19.0).
 #
 # A call carries the tracked tree too (33 MB, nearly all docs/results and the shipped SmolLM2 drafter) within 64 MiB.
 # The device needs neither, so park them in .stage/hold while chunks travel; the rest of the tree is about 1 MB,
