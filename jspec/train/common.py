@@ -177,6 +177,16 @@ def save_settings(out_dir: pathlib.Path, settings: dict, check: bool, command: s
     (out_dir / "run.json").write_text(json.dumps(settings, indent=2) + "\n")
 
 
+def begin_run(out_dir: pathlib.Path, latest_step: int | None, resume: bool, settings: dict,
+              command: str) -> None:
+    """Refuses to overwrite an earlier run's checkpoints (`latest_step`, None when there are none) unless `resume`,
+    then writes run.json (a resumed run must keep its training settings)."""
+    if latest_step is not None and not resume:
+        raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
+                        "new --out")
+    save_settings(out_dir, settings, check=latest_step is not None, command=command)
+
+
 def read_run(out_dir: pathlib.Path, fmt: str, command: str) -> dict:
     """run.json of a `jspec train <command>` run (format `fmt`)."""
     path = out_dir / "run.json"

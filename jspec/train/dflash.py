@@ -206,11 +206,8 @@ def train_dflash(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
     dcfg = drafter_config(model.cfg, cfg)
     with Checkpoints(out_dir / "checkpoints") as checkpoints:
         step = checkpoints.latest_step()
-        if step is not None and not resume:
-            raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
-                            "new --out")
-        common.save_settings(out_dir, _settings(model, data_dir, cfg, train_only, held_out_only),
-                             check=step is not None, command=cfg.command)
+        common.begin_run(out_dir, step, resume, _settings(model, data_dir, cfg, train_only, held_out_only),
+                         cfg.command)
         if step is None:
             graphdef, params = init_drafter(model.cfg, dcfg, cfg, model.params)
             state = {"params": params, "opt": make_optimizer(0.0).init(params)}

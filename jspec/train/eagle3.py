@@ -194,11 +194,7 @@ def train_eagle3(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
     dcfg = drafter_config(model.cfg, cfg)
     with Checkpoints(out_dir / "checkpoints") as checkpoints:
         step = checkpoints.latest_step()
-        if step is not None and not resume:
-            raise UserError(f"{out_dir} holds checkpoints of an earlier run: pass --resume to continue it, or use a "
-                            "new --out")
-        common.save_settings(out_dir, _settings(model, data_dir, cfg, train_only, held_out_only), check=step is not None,
-                             command="eagle3")
+        common.begin_run(out_dir, step, resume, _settings(model, data_dir, cfg, train_only, held_out_only), "eagle3")
         if step is None:
             d2t, t2d = build_draft_vocab(train_records, model.cfg.vocab_size, dcfg.draft_vocab_size)
             graphdef, params, buffers = init_drafter(dcfg, cfg.seed, d2t, t2d)
