@@ -21,6 +21,7 @@
 #   # (which calls `bash scripts/device_stage.sh assemble <model> /root/stage/<model> $JSPEC_HOME`), then starts the
 #   # job under setsid (bench/h200_domino_relations.sh) and polls it with bench/h200_snapshot.sh within every 30 s
 #   # of idling, after which the machine is given back.
+#   # Every call names the same kind; when the H200 does not start, `nvidia-h100-x1` runs all of it (session 39).
 # The gguf reader is not in the GPU image: .whl/gguf-0.19.0-py3-none-any.whl (pip download gguf==0.19.0).
 #
 # A call carries the tracked tree too (33 MB, nearly all docs/results and the shipped SmolLM2 drafter) within 64 MiB.
