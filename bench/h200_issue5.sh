@@ -89,8 +89,12 @@ train_drafter() {  # kind run_name extra_flags...
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
     --eval-every $(( steps / evals > 0 ? steps / evals : 1 )) --save-every 250 --resume \
     --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} $(train_only) \
-    ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | quiet 8
-  python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --export "$@"
+    ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | tee "$work/$name.log" | quiet 8
+  # A finished run has exported its drafter; one stopped by the time limit (or lost) exports its latest checkpoint,
+  # a second process that loads the target again
+  if ! grep -q "jspec: exported" "$work/$name.log"; then
+    python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --export "$@"
+  fi
   mkdir -p "$out/$name" && cp "$work/$name"/{metrics.jsonl,run.json} "$out/$name/"
   cp "$work/$name"/*.png "$out/$name/" 2>/dev/null || true
 }
