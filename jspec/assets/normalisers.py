@@ -16,40 +16,24 @@ def _jsonl(data: bytes) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
-def _humaneval(data: bytes) -> Iterator[dict[str, Any]]:
-    for r in _jsonl(data):
-        yield {
-            "id": r["task_id"],
-            "prompt": r["prompt"],
-            "entry_point": r["entry_point"],
-            "canonical_solution": r["canonical_solution"],
-            "test": r["test"],
-        }
+def _fields(id_key: str, prompt_key: str, *keep: str,
+            wrapper: str | None = None) -> Callable[[bytes], Iterator[dict[str, Any]]]:
+    """A jsonl normaliser: "id" from `id_key` (as a string), "prompt" from `prompt_key`, and the `keep` fields as they
+    are, all read from each line's example (the line itself, or its `wrapper` field)."""
+
+    def normalise(data: bytes) -> Iterator[dict[str, Any]]:
+        for line in _jsonl(data):
+            example = line[wrapper] if wrapper else line
+            yield {"id": str(example[id_key]), "prompt": example[prompt_key], **{k: example[k] for k in keep}}
+
+    return normalise
 
 
+_humaneval = _fields("task_id", "prompt", "entry_point", "canonical_solution", "test")
 # GSM8K and MBPP come wrapped in oe-eval request dumps: the example is `doc`; `request.context` is a few-shot prompt.
-def _gsm8k(data: bytes) -> Iterator[dict[str, Any]]:
-    for r in _jsonl(data):
-        doc = r["doc"]
-        yield {
-            "id": str(doc["id"]),
-            "prompt": doc["question"],
-            "answer": doc["answer"],
-            "short_answer": doc["short_answer"],
-        }
-
-
-def _mbpp(data: bytes) -> Iterator[dict[str, Any]]:
-    for r in _jsonl(data):
-        doc = r["doc"]
-        yield {
-            "id": str(doc["task_id"]),
-            "prompt": doc["text"],
-            "code": doc["code"],
-            "test_list": doc["test_list"],
-            "test_setup_code": doc["test_setup_code"],
-            "challenge_test_list": doc["challenge_test_list"],
-        }
+_gsm8k = _fields("id", "question", "answer", "short_answer", wrapper="doc")
+_mbpp = _fields("task_id", "text", "code", "test_list", "test_setup_code", "challenge_test_list", wrapper="doc")
+_xsum = _fields("id", "document", "summary")
 
 
 def _mtbench(data: bytes) -> Iterator[dict[str, Any]]:
@@ -60,11 +44,6 @@ def _mtbench(data: bytes) -> Iterator[dict[str, Any]]:
 def _alpaca(data: bytes) -> Iterator[dict[str, Any]]:
     for i, r in enumerate(json.loads(data)):
         yield {"id": str(i), "prompt": r["instruction"], "dataset": r["dataset"], "reference_output": r["output"]}
-
-
-def _xsum(data: bytes) -> Iterator[dict[str, Any]]:
-    for r in _jsonl(data):
-        yield {"id": str(r["id"]), "prompt": r["document"], "summary": r["summary"]}
 
 
 _SHAREGPT_ROLES = {
