@@ -1,4 +1,4 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 35): the held-out walk runs compared
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 40): the held-out walk runs compared
 so far, a run's metrics rows and per-draft training accuracy, each run's walk MAT, a bench's MAT per task and method,
 the head-alone training curves, the walk and bench-mean scatters, the per-draft and ratio axes, the two panels'
 finish and the figure's save.
@@ -14,6 +14,8 @@ from jspec.bench.report import summarize
 RESULTS = pathlib.Path(__file__).parent
 S25, S26, S27 = (RESULTS / f"2026-12-03-session{n}-h200" for n in (25, 26, 27))
 S28, S29, S30, S31, S32, S33 = (RESULTS / f"2026-12-04-session{n}-h200" for n in (28, 29, 30, 31, 32, 33))
+S35 = RESULTS / "2026-12-05-session35-h200"
+S39 = RESULTS / "2026-12-05-session39-h100"
 GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
 
 # (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with

@@ -18,9 +18,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, draft_axes, run_rows, save_figure  # noqa: E402
+from domino_ratios import GOAL, S35, draft_axes, run_rows, save_figure  # noqa: E402
 
-S35 = here.parent / "2026-12-05-session35-h200"
 DRAFTS = 10
 drafts = np.arange(1, DRAFTS + 1)
 dflash = here / "dflash"
