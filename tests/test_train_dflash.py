@@ -12,7 +12,6 @@ import ml_dtypes
 import numpy as np
 import pytest
 from flax import nnx
-from test_train_eagle3 import VOCAB, _write_data, _write_tiny_model
 
 from jspec.cli import main
 from jspec.config import ModelConfig, RopeConfig
@@ -24,7 +23,7 @@ from jspec.io.dflash_checkpoint import load_dflash_checkpoint
 from jspec.methods import build, dflash_method
 from jspec.methods.base import Context
 from jspec.models.decoder import Decoder
-from jspec.models.loading import LoadedModel, load_model
+from jspec.models.loading import LoadedModel
 from jspec.spec_decode import speculative_generate
 from jspec.train import common
 from jspec.train import blocks as block_objective
@@ -37,6 +36,8 @@ from jspec.train.drafter_init import init_drafter
 from jspec.train.packing import pack, pad_rows
 
 from checkpoints import assert_same_run, drafter_tensors, run_metrics, truncate_checkpoint_arrays
+import tiny_checkpoint
+from tiny_checkpoint import VOCAB
 
 # Shared by the API tests so each variant's jitted train step compiles once.
 CFG = DFlashTrainConfig(steps=30, batch_size=4, seq_len=64, lr=1e-2, warmup_steps=3, block_size=4, num_layers=2,
@@ -229,11 +230,7 @@ def test_curriculum_moves_the_base_share_from_one_to_zero():
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    root = tmp_path_factory.mktemp("train_dflash")
-    _write_tiny_model(root / "model")
-    model = load_model(str(root / "model"), dtype="float32", progress=False)
-    _write_data(root / "data", model)
-    return root, model
+    return tiny_checkpoint.workspace(tmp_path_factory.mktemp("train_dflash"))
 
 
 @pytest.fixture(scope="module")
@@ -587,7 +584,7 @@ def test_train_only_data_joins_training_and_keeps_the_held_out_set(workspace, tm
     alone holds out, run.json names the folders, and resuming without them is refused. With --held-out-only, --data
     gives the held-out records alone and --train-only-data all the training ones."""
     root, model = workspace
-    _write_data(tmp_path / "extra", model, n=12, seed=2)
+    tiny_checkpoint.write_data(tmp_path / "extra", model, n=12, seed=2)
     seen = {"train": [], "eval": []}
     real_batcher, real_pack = dflash_train.Batcher, dflash_train.pack
 
