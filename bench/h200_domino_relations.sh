@@ -49,7 +49,9 @@
 #       FOLLOWUPS=N, the later turns of the training data's own conversations too). SAMPLED=N (with ALL_DATA=1) adds N
 #       sets of answers sampled at T = 1 (seeds 1 .. N) to FRESH's prompts, once every ShareGPT prompt is used: new
 #       tokens from prompts no held-out record shares a conversation with, packed into $RESULTS/sampled_data (carried
-#       back in through DISTILLED). Touches $RESULTS/train-bench.done.
+#       back in through DISTILLED); a variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,
+#       frozen_backbone_greedy, trains without them (the greedy answers only), over the same DFlash drafter.
+#       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
 #       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
@@ -161,6 +163,9 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
       echo "the _fresh variants ($variants) train on FRESH=1's data: set FRESH=1" >&2; exit 2
     fi
+    if [[ ",$variants," == *_greedy,* ]] && [ "${SAMPLED:-0}" = 0 ]; then
+      echo "the _greedy variants ($variants) leave out SAMPLED=N's answers: set SAMPLED" >&2; exit 2
+    fi
     if [ "${SAMPLED:-0}" != 0 ] && [ "${ALL_DATA:-0}" != 1 ]; then
       echo "SAMPLED=N answers are trained on with ALL_DATA=1: set it (and FRESH=1)" >&2; exit 2
     fi
@@ -196,17 +201,21 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       # A carried Domino continues; without one, Domino's backbone starts as the carried DFlash drafter (its head
       # fresh), so both backbones have had the same steps. A fresh head alone (frozen_backbone) sits on the DFlash
       # drafter the bench compares it with: the carried one, or the one trained above.
-      start=$init
+      start=$init recipe=${variant%_fresh}; recipe=${recipe%_greedy}
       if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
         :
-      elif [ "${variant%_fresh}" = frozen_backbone ]; then
+      elif [ "$recipe" = frozen_backbone ]; then
         start="INIT_FROM= INIT_LAYERS= INIT_BACKBONE=$work/dflash/drafter"  # the backbone is the start
       elif [ -n "$init" ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
       fi
       # A _fresh variant trains on answers its backbone never saw (FRESH=1), scored on the usual held-out records
       fresh=""; [ "$variant" = "${variant%_fresh}" ] || fresh="FRESH_DATA=$fresh_dirs"
-      steps+="${train/STEPS=$STEPS/STEPS=${DOMINO_STEPS:-$STEPS}} $start $fresh issue5 domino $variant; "
+      # A _greedy variant trains on the greedy answers alone (PLUS_DATA without SAMPLED's): whether the T = 1
+      # answers that strengthen DFlash dilute what a head learns (session 40)
+      vtrain=${train/STEPS=$STEPS/STEPS=${DOMINO_STEPS:-$STEPS}}
+      [ "$variant" = "${variant%_greedy}" ] || vtrain=${vtrain/PLUS_DATA=$plus/PLUS_DATA=$fresh_dirs}
+      steps+="$vtrain $start $fresh issue5 domino $variant; "
     done
     bash bench/h200_gpu.sh 0 "$steps"
     bench_dflash=""

@@ -20,7 +20,8 @@
 #                                            # HEAD_RANK / GRU_HIDDEN: --rank / --gru-hidden of the head;
 #                                            # POSITION_WEIGHTS=reach: --position-weights reach; a variant
 #                                            # name + _fresh, e.g. frozen_backbone_fresh: trained on FRESH_DATA=
-#                                            # DIR[,DIR] alone, --held-out-only)
+#                                            # DIR[,DIR] alone, --held-out-only; + _greedy: the same recipe, for
+#                                            # h200_domino_relations.sh to train without the T = 1 answers)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino_block, graft_tail: drafts stay
 #                                            # greedy, so the block kernel serves T > 0 too; METHODS, TASKS and
@@ -49,8 +50,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source bench/h200_env.sh
 
-variant_flags() {  # a recipe's trainer flags; NAME_fresh is NAME's recipe on FRESH_DATA (train_only)
-  case "${1%_fresh}" in
+variant_flags() {  # a recipe's trainer flags; NAME_fresh is NAME's recipe on FRESH_DATA (train_only), NAME_greedy
+  # NAME's recipe on the data h200_domino_relations.sh gives it (no T = 1 answers)
+  local recipe=${1%_fresh}
+  case "${recipe%_greedy}" in
     tf_curriculum) echo "" ;;
     tf_curriculum_half) echo "--curriculum-fraction 0.5" ;;  # λ reaches 0 half-way (SpecForge's code default)
     tf_curriculum_floor) echo "--curriculum-end ${CURRICULUM_END:-0.5}" ;;  # the base loss keeps anchoring the backbone
