@@ -50,7 +50,8 @@
 #       sets of answers sampled at T = 1 (seeds 1 .. N) to FRESH's prompts, once every ShareGPT prompt is used: new
 #       tokens from prompts no held-out record shares a conversation with, packed into $RESULTS/sampled_data (carried
 #       back in through DISTILLED); a variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,
-#       frozen_backbone_greedy, trains without them (the greedy answers only), over the same DFlash drafter.
+#       frozen_backbone_greedy, trains without them (the greedy answers only), over the same DFlash drafter, and
+#       one named with _soft on soft labels (the target's distributions, --labels target; LABELS=target: every run).
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -201,7 +202,7 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       # A carried Domino continues; without one, Domino's backbone starts as the carried DFlash drafter (its head
       # fresh), so both backbones have had the same steps. A fresh head alone (frozen_backbone) sits on the DFlash
       # drafter the bench compares it with: the carried one, or the one trained above.
-      start=$init recipe=${variant%_fresh}; recipe=${recipe%_greedy}
+      start=$init recipe=${variant%_fresh}; recipe=${recipe%_greedy}; recipe=${recipe%_soft}
       if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
         :
       elif [ "$recipe" = frozen_backbone ]; then

@@ -9,7 +9,8 @@
 #                                            # of both trainers; INIT_FROM=DIR: --init-from DIR/<run>/drafter;
 #                                            # DFLASH_RUN: its run folder, default dflash, also the one bench,
 #                                            # task-walk and ablation use; PLUS_DATA=DIR[,DIR]: more training-only
-#                                            # data, e.g. the fresh answers for a baseline on every answer)
+#                                            # data, e.g. the fresh answers for a baseline on every answer;
+#                                            # LABELS=target: --labels target, soft labels, for every run)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf_curriculum_floor|tf|ttt|
 #                                     ttt_curriculum|frozen_backbone]
 #                                            # Domino drafter (default: TF + curriculum; _half: λ at 0 half-way;
@@ -21,7 +22,8 @@
 #                                            # POSITION_WEIGHTS=reach: --position-weights reach; a variant
 #                                            # name + _fresh, e.g. frozen_backbone_fresh: trained on FRESH_DATA=
 #                                            # DIR[,DIR] alone, --held-out-only; + _greedy: the same recipe, for
-#                                            # h200_domino_relations.sh to train without the T = 1 answers)
+#                                            # h200_domino_relations.sh to train without the T = 1 answers; + _soft:
+#                                            # with --labels target)
 #   bash bench/h200_issue5.sh bench          # vanilla, dflash, domino, domino_topk, domino_block, graft_tail x 5 tasks
 #                                            # (TEMP=1: vanilla, dflash, domino_block, graft_tail: drafts stay
 #                                            # greedy, so the block kernel serves T > 0 too; METHODS, TASKS and
@@ -51,9 +53,11 @@ cd "$(dirname "$0")/.."
 source bench/h200_env.sh
 
 variant_flags() {  # a recipe's trainer flags; NAME_fresh is NAME's recipe on FRESH_DATA (train_only), NAME_greedy
-  # NAME's recipe on the data h200_domino_relations.sh gives it (no T = 1 answers)
-  local recipe=${1%_fresh}
-  case "${recipe%_greedy}" in
+  # NAME's recipe on the data h200_domino_relations.sh gives it (no T = 1 answers), NAME_soft NAME's recipe with soft
+  # labels (--labels target)
+  local recipe=${1%_fresh}; recipe=${recipe%_greedy}
+  [ "$recipe" = "${recipe%_soft}" ] || { recipe=${recipe%_soft}; printf '%s ' --labels target; }
+  case "$recipe" in
     tf_curriculum) echo "" ;;
     tf_curriculum_half) echo "--curriculum-fraction 0.5" ;;  # λ reaches 0 half-way (SpecForge's code default)
     tf_curriculum_floor) echo "--curriculum-end ${CURRICULUM_END:-0.5}" ;;  # the base loss keeps anchoring the backbone
@@ -91,7 +95,8 @@ train_drafter() {  # kind run_name extra_flags...
   python3 -m jspec.cli train "$kind" --model "$model" --data "$(train_data)" --out "$work/$name" --steps "$steps" \
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
     --eval-every $(( steps / evals > 0 ? steps / evals : 1 )) --save-every 250 --resume \
-    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} $(train_only) \
+    --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} ${LABELS:+--labels $LABELS} \
+    $(train_only) \
     ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | tee "$work/$name.log" | quiet 8
   # A finished run has exported its drafter; one stopped by the time limit (or lost) exports its latest checkpoint,
   # a second process that loads the target again

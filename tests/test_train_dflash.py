@@ -29,7 +29,7 @@ from jspec.train import common
 from jspec.train import blocks as block_objective
 from jspec.train import dflash as dflash_train
 from jspec.train.blocks import (Blocks, block_hidden, block_labels, block_loss, draft_logits, reach_weights,
-                                sample_blocks)
+                                sample_blocks, teacher_rows)
 from jspec.train.dflash import export_latest, train_dflash
 from jspec.train.dflash_config import DFlashTrainConfig, curriculum, drafter_config
 from jspec.train.drafter_init import init_drafter
@@ -148,12 +148,14 @@ def test_anchors_are_distinct_answer_positions_with_an_answer_successor():
     assert set(np.asarray(sample_blocks(jax.random.key(0), batch, 11, 3).anchors[0]).tolist()) == candidates[0]
 
 
-@pytest.mark.parametrize("kind, reach", [("dflash", False), ("domino", False), ("dflash", True), ("domino", True)])
-def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypatch, kind, reach):
+@pytest.mark.parametrize("kind, reach, soft", [("dflash", False, False), ("domino", False, False),
+                                               ("dflash", True, False), ("domino", True, False),
+                                               ("dflash", False, True), ("domino", False, True)])
+def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypatch, kind, reach, soft):
     """`block_loss` (Domino's GRU run once outside the loss chunks, logits rematerialised per chunk of blocks) has the
     value and gradient of (1 − λ)·Σ w·CE(final) / Σ w + λ·Σ w·CE(base) / Σ w over all blocks at once, in float32;
     w is the position decay, or with `reach` each logits' product of its earlier drafts' label probabilities (held
-    fixed: no gradient flows through w)."""
+    fixed: no gradient flows through w). With `soft` the CE is against the softmax of the teacher rows' logits."""
     monkeypatch.setattr(block_objective, "LOGITS_PER_CHUNK", 2 * 3 * QWEN.vocab_size)  # 2 blocks a chunk: 3 chunks
     backbone_cfg = DFlashConfig.for_target(QWEN, num_layers=1, block_size=4, mask_token_id=90,
                                            shift_label=kind == "domino")
@@ -169,11 +171,13 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
     valid = jnp.asarray(rng.random((2, 3, j)) < 0.8)
     blocks = Blocks(anchors=jnp.zeros((2, 3), jnp.int32), keep=jnp.ones((2, 3), bool),
                     labels=tokens[..., 1:], prev=tokens[..., :-1], valid=valid)
+    teacher = jnp.asarray(rng.normal(size=(2, 3, j, QWEN.hidden_size)), jnp.float32) if soft else None
     lam, gamma = jnp.float32(0.3), 4.0
     graphdef, weights = nnx.split(model)
 
     def chunked(weights, hidden):
-        return block_loss(nnx.merge(graphdef, weights), embed, lm_head, hidden, blocks, lam, gamma, False, reach)[0]
+        return block_loss(nnx.merge(graphdef, weights), embed, lm_head, hidden, blocks, lam, gamma, False, reach,
+                          teacher)[0]
 
     def whole(weights, hidden):
         first = backbone_cfg.first_draft_row
@@ -181,7 +185,11 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
         final, base = draft_logits(nnx.merge(graphdef, weights), embed, lm_head, rows,
                                    blocks.prev.reshape(6, j), ttt=False)
         labels, scored = blocks.labels.reshape(6, j, 1), valid.reshape(6, j)
-        ce = [jax.nn.logsumexp(x, -1) - jnp.take_along_axis(x, labels, -1)[..., 0] for x in (final, base)]
+        if soft:
+            p = jax.nn.softmax(teacher.reshape(6, j, -1) @ lm_head.T, axis=-1)
+            ce = [-jnp.sum(p * jax.nn.log_softmax(x, -1), -1) for x in (final, base)]
+        else:
+            ce = [jax.nn.logsumexp(x, -1) - jnp.take_along_axis(x, labels, -1)[..., 0] for x in (final, base)]
         if not reach:
             w = jnp.where(scored, jnp.exp(-jnp.arange(j) / gamma), 0.0)
             return ((1 - lam) * jnp.sum(w * ce[0]) + lam * jnp.sum(w * ce[1])) / jnp.sum(w)
@@ -258,6 +266,40 @@ def test_loss_falls_and_acceptance_rises(trained, kind):
         assert [r["lambda"] for r in train] == pytest.approx([1 - (s - 1) / 30 for s in (5, 10, 15, 20, 25, 30)])
         assert {"base_loss", "base_acc", "base_accept_len"} <= set(evals[-1])
     assert (out / "training.png").stat().st_size > 10_000
+
+
+def test_target_distributions_sit_where_they_predict_the_labels(workspace):
+    """Soft labels (`--labels target`): `teacher_rows` takes the target's last hidden states at a .. a + J − 1, whose
+    logits predict the block's labels x_{a+1} .. x_{a+J}. On the target's own greedy answers their argmax is the label
+    at every scored draft (float32 near-ties aside)."""
+    root, model = workspace
+    packed = pack(dflash_train.load_records(root / "data", VOCAB, 64), 64)
+    batch = jax.tree.map(jnp.asarray, packed.rows(np.arange(4)))
+    _, final_hidden = common.target_outputs(model.graphdef, model.params, batch, (1,), logits=False,
+                                            final_hidden=True)
+    blocks = sample_blocks(jax.random.key(0), batch, 16, 5)
+    logits = np.asarray(nnx.merge(model.graphdef, model.params).logits(teacher_rows(final_hidden, blocks.anchors, 5)))
+    top2 = np.sort(logits, axis=-1)[..., -2:]
+    checked = np.asarray(blocks.valid) & (top2[..., 1] - top2[..., 0] > 1e-3)
+    assert checked.sum() > 100
+    np.testing.assert_array_equal(np.argmax(logits, axis=-1)[checked], np.asarray(blocks.labels)[checked])
+
+
+def test_soft_label_run_trains_and_records_its_labels(workspace):
+    root, model = workspace
+    out = root / "soft"
+    result = train_dflash(model, root / "data", out, dataclasses.replace(DOMINO, labels="target"),
+                          export_dtype="float32", progress=False)
+    assert result["finished"]
+    assert json.loads((out / "run.json").read_text())["config"]["labels"] == "target"
+    train = [r for r in run_metrics(out) if r["split"] == "train"]
+    evals = [r for r in run_metrics(out) if r["split"] == "eval"]
+    assert train[-1]["loss"] < 0.8 * train[0]["loss"], [r["loss"] for r in train]
+    assert evals[-1]["accept_len"] > evals[0]["accept_len"]
+    with pytest.raises(UserError, match="--position-weights reach .* --labels data"):
+        dataclasses.replace(CFG, labels="target", position_weights="reach")
+    with pytest.raises(UserError, match="--labels must be one of data, target"):
+        dataclasses.replace(CFG, labels="teacher")
 
 
 def test_resume_is_bit_identical(workspace, trained):

@@ -130,6 +130,9 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
     p.add_argument("--position-weights", choices=("decay", "reach"), default="decay",
                    help="decay: exp(-(k-1)/gamma) (the paper's); reach: each draft weighted by the probability that "
                    "the drafter's own earlier drafts are right (docs/training.md)")
+    p.add_argument("--labels", choices=("data", "target"), default="data",
+                   help="data: score each draft against the data token (the paper's); target: against the target's "
+                   "whole next-token distribution there (soft labels; docs/training.md)")
     p.add_argument("--init-layers", choices=("random", "target"), default="random",
                    help="target: start the draft layers as copies of the target's last decoder layers")
     if command == "domino":
@@ -223,7 +226,7 @@ def run_train_dflash(args) -> None:
                                  warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
                                  num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
                                  gamma_decay=args.gamma_decay, position_weights=args.position_weights,
-                                 intermediate_size=args.intermediate_size,
+                                 labels=args.labels, intermediate_size=args.intermediate_size,
                                  init_layers=args.init_layers, init_from=args.init_from,
                                  eval_records=args.eval_records, eval_every=args.eval_every,
                                  save_every=args.save_every, log_every=args.log_every, seed=args.seed,

@@ -12,6 +12,11 @@ no soft target distribution is used (the frozen target then only runs up to its 
 rows 1 .. B − 1 (J = B − 1, row k predicts a + k); Domino's backbone uses `shift_label` (J = B, row k predicts
 a + k + 1), as the released Domino checkpoints do.
 
+With soft labels (`--labels target`, ours) draft j is scored instead by the cross-entropy against the target's
+whole next-token distribution at position a + j − 1 (the one that predicts x_{a+j}), from the same target forward
+over the row: its last hidden states there times the LM head. Accuracy and accepted lengths are still counted
+against the data tokens.
+
 Domino (§1.5): the backbone plus the GRU + low-rank correction head. Teacher forcing: the GRU of row k has read the
 ground-truth block tokens x_a .. x_{a+k}; with `ttt` it reads the bonus and the drafter's own greedy drafts instead
 (training-time test, the paper's weaker alternative). Loss (1 − λ)·CE(final logits) + λ·CE(base logits) with the
@@ -83,6 +88,16 @@ def block_labels(batch: dict[str, Array], anchors: Int[Array, "R N"], keep: Bool
     valid = (same & gather(batch["loss_mask"]))[:, :, 1:] & keep[:, :, None]
     window = gather(tokens)
     return Blocks(anchors=anchors, keep=keep, labels=window[:, :, 1:], prev=window[:, :, :-1], valid=valid)
+
+
+def teacher_rows(final_hidden: Float[Array, "R T D"], anchors: Int[Array, "R N"], num_drafts: int
+                 ) -> Float[Array, "R N J D"]:
+    """The target's last hidden states at positions a .. a + J − 1 of each anchor a: those whose logits predict the
+    block's labels x_{a+1} .. x_{a+J} (clipped to the row; drafts past it are not scored)."""
+    r, t, d = final_hidden.shape
+    n = anchors.shape[1]
+    index = jnp.minimum(anchors[:, :, None] + jnp.arange(num_drafts)[None, None, :], t - 1).reshape(r, n * num_drafts)
+    return jnp.take_along_axis(final_hidden, index[:, :, None], axis=1).reshape(r, n, num_drafts, d)
 
 
 def _block_attention(q: Float[Array, "R Q Nh D"], k_ctx: Float[Array, "R T K D"], v_ctx: Float[Array, "R T K D"],
@@ -178,10 +193,16 @@ def reach_weights(ce: Float[Array, "M J"], valid: Bool[Array, "M J"]) -> Float[A
 
 
 def _ce_terms(logits: Float[Array, "M J V"], labels: Int[Array, "M J"], valid: Bool[Array, "M J"],
-              decay: Float[Array, " J"], reach: bool) -> dict[str, Array]:
+              decay: Float[Array, " J"], reach: bool, soft: Float[Array, "M J V"] | None = None) -> dict[str, Array]:
     """Weighted CE sum and its weight (the position `decay`, or with `reach` the `reach_weights`), per-position hits
-    and the blocks' greedy accepted lengths (drafts accepted until the first wrong or unscored one)."""
-    ce = jax.nn.logsumexp(logits, axis=-1) - jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    and the blocks' greedy accepted lengths (drafts accepted until the first wrong or unscored one). The CE is
+    against `labels`, or against the distributions `soft` when given; hits and accepted lengths always count
+    `labels`."""
+    if soft is None:
+        picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
+    else:
+        picked = jnp.einsum("mjv,mjv->mj", soft, logits)
+    ce = jax.nn.logsumexp(logits, axis=-1) - picked
     weights = jnp.where(valid, reach_weights(ce, valid) if reach else decay, 0.0)
     correct = (jnp.argmax(logits, axis=-1) == labels) & valid
     accepted = jnp.sum(jnp.cumprod(correct, axis=-1), axis=-1)
@@ -197,10 +218,11 @@ def _chunks(blocks: int, per_block: int) -> int:
 
 
 def chunked_drafts(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], hidden: Float[Array, "R N B H"],
-                    blocks: Blocks, teacher_forced: bool) -> list[Array | None]:
-    """The M = R·N blocks' draft rows, GRU input tokens, labels, scored mask and (for a teacher-forced head, else
-    None) the head's precomputed GRU states, each split into chunks of blocks whose vocabulary logits fit
-    LOGITS_PER_CHUNK: [M / c, c, ...]."""
+                    blocks: Blocks, teacher_forced: bool, teacher: Float[Array, "R N J D"] | None = None
+                    ) -> list[Array | None]:
+    """The M = R·N blocks' draft rows, GRU input tokens, labels, scored mask, (for a teacher-forced head, else
+    None) the head's precomputed GRU states and (soft labels, else None) the target's `teacher_rows`, each split
+    into chunks of blocks whose vocabulary logits fit LOGITS_PER_CHUNK: [M / c, c, ...]."""
     backbone = model.backbone if isinstance(model, DominoDrafter) else model
     first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
     m = blocks.anchors.size
@@ -209,26 +231,32 @@ def chunked_drafts(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V 
     # A teacher-forced GRU reads data tokens only: run it once over all blocks (a batch of M), not per chunk.
     head_reads_data = isinstance(model, DominoDrafter) and teacher_forced
     pre = model.head.teacher_forced_pre(embed, rows, prev) if head_reads_data else None
+    soft = None if teacher is None else teacher.reshape(m, j, -1)
     c = _chunks(m, j * embed.shape[0])
-    return [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in (rows, prev, labels, valid, pre)]
+    parts = (rows, prev, labels, valid, pre, soft)
+    return [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in parts]
 
 
 def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
                hidden: Float[Array, "R N B H"], blocks: Blocks, lam: Float[Array, ""], gamma: float,
-               ttt: bool, reach: bool = False) -> tuple[Float[Array, ""], dict[str, Array]]:
+               ttt: bool, reach: bool = False, teacher: Float[Array, "R N J D"] | None = None
+               ) -> tuple[Float[Array, ""], dict[str, Array]]:
     """(1 − λ)·CE(final) + λ·CE(base), each Σ w·CE / Σ w with w the position decay exp(−(j − 1)/γ) or, with
-    `reach`, each logits' own `reach_weights`; and summed statistics (see `summarize`)."""
+    `reach`, each logits' own `reach_weights`; and summed statistics (see `summarize`). With `teacher` (the target's
+    `teacher_rows`) the CE is against the target's distributions there (soft labels) instead of the data tokens."""
     j = blocks.labels.shape[-1]
     valid = blocks.valid.reshape(-1, j)
     decay = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
-    split = chunked_drafts(model, embed, hidden, blocks, teacher_forced=not ttt)
+    split = chunked_drafts(model, embed, hidden, blocks, teacher_forced=not ttt, teacher=teacher)
 
     @jax.checkpoint  # recompute each chunk's logits in the backward pass instead of keeping them all
     def chunk(xs):
-        rows_c, prev_c, labels_c, valid_c, pre_c = xs
+        rows_c, prev_c, labels_c, valid_c, pre_c, teacher_c = xs
         final, base = draft_logits(model, embed, lm_head, rows_c, prev_c, ttt, pre_c)
-        out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, decay, reach).items()}
-        return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, decay, reach).items()}
+        soft = None if teacher_c is None else jax.nn.softmax(
+            einsum_f32("mjd,vd->mjv", teacher_c.astype(lm_head.dtype), lm_head), axis=-1)
+        out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, decay, reach, soft).items()}
+        return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, decay, reach, soft).items()}
 
     def body(total, xs):
         return jax.tree.map(jnp.add, total, chunk(xs)), None
@@ -260,7 +288,7 @@ def block_accepted(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V 
     """Greedy drafts each block accepts (final, base logits), in chunks of blocks like `block_loss`. A head reads the
     data tokens: until a block's first wrong draft they are its own drafts, so the count is the decode loop's."""
     def chunk(xs):
-        rows_c, prev_c, labels_c, valid_c, pre_c = xs
+        rows_c, prev_c, labels_c, valid_c, pre_c, _ = xs
         logits = draft_logits(model, embed, lm_head, rows_c, prev_c, False, pre_c)
         return tuple(jnp.sum(jnp.cumprod((jnp.argmax(x, axis=-1) == labels_c) & valid_c, axis=-1), axis=-1)
                      for x in logits)

@@ -143,10 +143,12 @@ def train_eval_records(load: Callable[[DataDirs], list[Record]], data: DataDirs,
 
 
 def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batch: dict[str, Array],
-                   taps: tuple[int, ...], logits: bool = True
-                   ) -> tuple[Float[Array, "B T F"], Float[Array, "B T V"] | None]:
-    """Frozen target over packed rows: concatenated tap features and (when `logits`) its logits; no gradient flows
-    back. Without logits, XLA drops the layers above the last tap as well as the LM head."""
+                   taps: tuple[int, ...], logits: bool = True, final_hidden: bool = False
+                   ) -> tuple[Float[Array, "B T F"], Float[Array, "B T V"] | Float[Array, "B T D"] | None]:
+    """Frozen target over packed rows: concatenated tap features and (when `logits`) its logits, or with
+    `final_hidden` its last normed hidden states instead (the logits are their product with the LM head: for a caller
+    that needs them at some positions only); no gradient flows back. With neither, XLA drops the layers above the
+    last tap as well as the LM head."""
     target = nnx.merge(target_graphdef, target_params)
     tokens, segments = batch["tokens"], batch["segments"]
     b, t = tokens.shape
@@ -156,6 +158,8 @@ def target_outputs(target_graphdef: nnx.GraphDef, target_params: nnx.State, batc
     hidden, _, tapped = target(tokens, batch["positions"], cache, BlockMask(start=jnp.zeros((b,), jnp.int32),
                                                                             block=block), taps=taps)
     features = jax.lax.stop_gradient(jnp.concatenate(tapped, axis=-1))
+    if final_hidden:
+        return features, jax.lax.stop_gradient(hidden)
     return features, (jax.lax.stop_gradient(target.logits(hidden)) if logits else None)
 
 

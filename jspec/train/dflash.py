@@ -34,7 +34,7 @@ from jspec.models.loading import LoadedModel
 from jspec.models.precision import cast_params
 from jspec.train import common
 from jspec.train.blocks import (anchor_candidates, block_accepted, block_hidden, block_labels, block_loss,
-                                sample_blocks, summarize)
+                                sample_blocks, summarize, teacher_rows)
 from jspec.train.checkpoints import Checkpoints
 from jspec.train.dflash_config import DFlashTrainConfig, curriculum, drafter_config
 from jspec.train.drafter_init import fresh_drafter, init_drafter
@@ -61,6 +61,7 @@ class Objective:
     compute_dtype: str = "bfloat16"
     freeze_backbone: bool = False  # Domino: gradients reach the head only
     reach: bool = False  # position weights: `reach_weights` instead of the decay
+    soft_labels: bool = False  # score drafts against the target's distributions (`--labels target`)
 
 
 def _lm_head(target_params: nnx.State) -> Array:
@@ -70,7 +71,8 @@ def _lm_head(target_params: nnx.State) -> Array:
 
 def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphDef, target_params: nnx.State,
              batch: dict[str, Array], key: jax.Array, lam, objective: Objective):
-    features, _ = common.target_outputs(target_graphdef, target_params, batch, objective.taps, logits=False)
+    features, final_hidden = common.target_outputs(target_graphdef, target_params, batch, objective.taps,
+                                                   logits=False, final_hidden=objective.soft_labels)
     embed = jax.lax.stop_gradient(target_params["embed"][...])
 
     def loss_fn(params):
@@ -80,8 +82,10 @@ def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphD
         backbone = model.backbone if isinstance(model, DominoDrafter) else model
         blocks = sample_blocks(key, batch, objective.anchors, backbone.cfg.num_drafts)
         hidden = block_hidden(backbone, embed, batch, features, blocks.anchors)
+        teacher = None if final_hidden is None else teacher_rows(final_hidden, blocks.anchors,
+                                                                 blocks.labels.shape[-1])
         return block_loss(model, embed, _lm_head(target_params), hidden, blocks, lam, objective.gamma, objective.ttt,
-                          objective.reach)
+                          objective.reach, teacher)
 
     return loss_fn
 
@@ -226,7 +230,8 @@ def train_dflash(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
                                            gamma=cfg.gamma_decay, ttt=cfg.ttt, seed=cfg.seed,
                                            compute_dtype=cfg.compute_dtype,
                                            freeze_backbone=cfg.freeze_backbone,
-                                           reach=cfg.position_weights == "reach"))
+                                           reach=cfg.position_weights == "reach",
+                                           soft_labels=cfg.labels == "target"))
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         lams = curriculum(cfg)

@@ -16,6 +16,7 @@ from jspec.train import common
 
 INIT_LAYERS = ("random", "target")
 POSITION_WEIGHTS = ("decay", "reach")
+LABELS = ("data", "target")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +34,10 @@ class DFlashTrainConfig:
     # "decay": exp(−(j − 1)/γ), the paper's; "reach": each draft weighted by the probability that the drafter's own
     # earlier drafts are right (`reach_weights`), ours
     position_weights: str = "decay"
+    # What each draft is scored against: "data", the data token (hard labels: DFlash paper and SpecForge); "target",
+    # the target's whole next-token distribution at that position (soft labels, ours). On greedy answers both have the
+    # same argmax; on answers sampled at T = 1 the target's distribution carries none of the sampling noise.
+    labels: str = "data"
     intermediate_size: int | None = None  # drafter MLP width; None: the target's
     eval_records: int = 64
     eval_every: int = 200
@@ -84,6 +89,11 @@ class DFlashTrainConfig:
         if self.position_weights not in POSITION_WEIGHTS:
             raise UserError(f"--position-weights must be one of {', '.join(POSITION_WEIGHTS)}, got "
                             f"{self.position_weights!r}")
+        if self.labels not in LABELS:
+            raise UserError(f"--labels must be one of {', '.join(LABELS)}, got {self.labels!r}")
+        if self.labels == "target" and self.position_weights == "reach":
+            raise UserError("--position-weights reach weighs drafts by the data tokens' probabilities: use it with "
+                            "--labels data")
         if not 0 < self.curriculum_fraction <= 1:
             raise UserError(f"--curriculum-fraction must be in (0, 1], got {self.curriculum_fraction}")
         if not 0 <= self.curriculum_start <= 1:
