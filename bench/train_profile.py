@@ -65,15 +65,17 @@ class Trainer(NamedTuple):
     forward: Callable[[dict], dict]
 
 
-def block_trainer(model, kind: str, batch: dict, **overrides) -> Trainer:
-    """`jspec train dflash` / `jspec train domino` at their defaults, with `overrides`."""
+def block_trainer(model, kind: str, batch: dict, frozen_backbone: bool = False, **overrides) -> Trainer:
+    """`jspec train dflash` / `jspec train domino` at their defaults, with `overrides`; `frozen_backbone`: Domino's
+    head trained alone (`--freeze-backbone`, here on the random backbone: the cost is the same)."""
     cfg = DFlashTrainConfig(warmup_steps=0, domino=kind == "domino", batch_size=batch["tokens"].shape[0],
                             seq_len=batch["tokens"].shape[1], **overrides)
     dcfg = drafter_config(model.cfg, cfg)
     graphdef, params = init_drafter(model.cfg, dcfg, cfg)
     backbone = dcfg.backbone if cfg.domino else dcfg
     objective = Objective(taps=backbone.tap_layers, anchors=cfg.anchors_per_seq, gamma=cfg.gamma_decay, ttt=False,
-                          seed=cfg.seed, compute_dtype=cfg.compute_dtype)
+                          seed=cfg.seed, compute_dtype=cfg.compute_dtype, freeze_backbone=frozen_backbone,
+                          soft_labels=cfg.labels == "target")
     statics = dict(graphdef=graphdef, target_graphdef=model.graphdef, objective=objective)
     # The target's weights always go in as an argument: closed over, they would compile in as gigabytes of constants.
     target = jax.jit(lambda tp, b: common.target_outputs(model.graphdef, tp, b, objective.taps, logits=False)[0])
@@ -143,6 +145,8 @@ def main():
     ap.add_argument("--num-layers", type=int, default=5)
     ap.add_argument("--anchors-per-seq", type=int, default=128)
     ap.add_argument("--compute-dtype", default="bfloat16", help="the drafter's (weights and AdamW stay float32)")
+    ap.add_argument("--labels", choices=("data", "target"), default="data", help="block trainers' --labels")
+    ap.add_argument("--frozen-backbone", action="store_true", help="domino: the head alone (--freeze-backbone)")
     ap.add_argument("--steps", type=int, default=5, help="timed steps after the compiled warm-up")
     ap.add_argument("--profile", action="store_true", help="also write per-kernel tables (jax.profiler)")
     ap.add_argument("--profile-steps", type=int, default=2)
@@ -157,7 +161,8 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for kind in kinds:
-        shape = {} if kind == "eagle3" else dict(num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq)
+        shape = {} if kind == "eagle3" else dict(num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,
+                                                 labels=args.labels, frozen_backbone=args.frozen_backbone)
         ms, table = profile_kind(model, kind, batch, args.steps, args.profile_steps if args.profile else 0,
                                  compute_dtype=args.compute_dtype, **shape)
         rows.append({"kind": kind, **ms})

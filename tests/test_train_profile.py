@@ -30,8 +30,9 @@ def test_random_batch_is_packed_with_anchors():
 def test_profile_kinds_run():
     model = random_model("smollm2-135m", "float32", num_layers=8)  # the same trainers at a quarter of the compiling
     batch = random_batch(model.cfg.vocab_size, batch_size=1, seq_len=256)
-    for kind, shape in (("dflash", dict(num_layers=1, anchors_per_seq=4)), ("domino", dict(num_layers=1,
-                         anchors_per_seq=4)), ("eagle3", dict(draft_vocab_size=512, ttt_steps=2))):
+    block = dict(num_layers=1, anchors_per_seq=4)
+    for kind, shape in (("dflash", block), ("domino", block), ("eagle3", dict(draft_vocab_size=512, ttt_steps=2)),
+                        ("domino", dict(block, labels="target", frozen_backbone=True))):
         ms, table = profile_kind(model, kind, batch, steps=1, profile_steps=0, compute_dtype="float32", **shape)
         assert set(ms) == {"step", "target", "forward", "backward"} and table is None
         assert ms["step"] > 0 and ms["target"] > 0 and ms["forward"] > 0
