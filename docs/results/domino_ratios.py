@@ -7,9 +7,15 @@ Imported by those plot.py scripts (run from the repository root)."""
 import json
 import pathlib
 
+import matplotlib
 import numpy as np
 
-from jspec.bench.report import summarize
+matplotlib.use("Agg")  # files only, no display
+import matplotlib.pyplot  # noqa: E402
+
+from jspec.bench.report import summarize  # noqa: E402
+
+plt = matplotlib.pyplot  # the plot scripts' pyplot, on the file-only backend
 
 RESULTS = pathlib.Path(__file__).parent
 S25, S26, S27 = (RESULTS / f"2026-12-03-session{n}-h200" for n in (25, 26, 27))
@@ -17,6 +23,8 @@ S28, S29, S30, S31, S32, S33 = (RESULTS / f"2026-12-04-session{n}-h200" for n in
 S35 = RESULTS / "2026-12-05-session35-h200"
 S39 = RESULTS / "2026-12-05-session39-h100"
 GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
+DRAFTS = 10  # drafts shown by the per-draft panels
+DRAFT_NUMBERS = np.arange(1, DRAFTS + 1)
 
 # (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with
 WALKS_TO_S28 = [("s25 joint, from scratch", S25 / "dflash", S25 / "domino_tf_curriculum"),

@@ -7,14 +7,11 @@ Run from the repository root: python docs/results/2026-12-04-session28-h200/plot
 import pathlib
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S25, S26, WALKS_TO_S28, finish_ratio_figure, plot_bench_means, plot_walks  # noqa: E402
+from domino_ratios import (S25, S26, WALKS_TO_S28, finish_ratio_figure, plot_bench_means, plot_walks,  # noqa: E402
+                           plt)
 
 benches = [("s25, 5 tasks", S25 / "bench5_t0"), ("s26, 4 tasks", S26 / "bench5_t0_partial"),
            ("s28, 5 tasks", here / "bench5_t0")]

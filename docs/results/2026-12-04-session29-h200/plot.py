@@ -8,14 +8,11 @@ Run from the repository root: python docs/results/2026-12-04-session29-h200/plot
 import pathlib
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S25, S26, S28, WALKS_TO_S28, bench_mats, finish_ratio_figure, plot_walks  # noqa: E402
+from domino_ratios import (S25, S26, S28, WALKS_TO_S28, bench_mats, finish_ratio_figure, plot_walks,  # noqa: E402
+                           plt)
 
 walks = [(label.replace(" (DFlash 1,200 steps)", ""), dflash, domino) for label, dflash, domino in WALKS_TO_S28]
 walks.append(("s29 joint, continued with follow-up turns", here / "dflash", here / "domino_tf_curriculum"))

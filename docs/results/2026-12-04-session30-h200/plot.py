@@ -8,15 +8,11 @@ Run from the repository root: python docs/results/2026-12-04-session30-h200/plot
 import pathlib
 import sys
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
 from domino_ratios import (S25, S27, S28, S29, WALKS_TO_S28, finish_ratio_figure, plot_bench_means,  # noqa: E402
-                           plot_head_curves, plot_walks)
+                           plot_head_curves, plot_walks, plt)
 
 head_runs = [("s27: 600 steps on s26 DFlash", S27 / "domino_frozen_backbone"),
              ("s28: 400 steps on s28 DFlash", S28 / "domino_head_alone"),

@@ -12,15 +12,11 @@ import json
 import pathlib
 import sys
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S30, bench_mats, plot_head_curves, save_figure  # noqa: E402
+from domino_ratios import GOAL, S30, bench_mats, plot_head_curves, plt, save_figure  # noqa: E402
 
 from jspec.bench.ratios import paired_ratios  # noqa: E402
 

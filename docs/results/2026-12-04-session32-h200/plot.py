@@ -9,17 +9,14 @@ Run from the repository root: python docs/results/2026-12-04-session32-h200/plot
 import pathlib
 import sys
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S29, S30, S31, bench_mats, draft_axes, run_rows, save_figure, train_mean  # noqa: E402
+from domino_ratios import (DRAFTS, GOAL, S29, S30, S31, bench_mats, draft_axes, plt, run_rows,  # noqa: E402
+                           save_figure, train_mean)
+from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
 
-DRAFTS = 10
 TASKS = ["humaneval", "gsm8k", "mtbench", "alpaca", "xsum"]
 runs = [("s29 DFlash (600 steps)", S29 / "dflash", "C0", "--"),
         ("s30 head alone on it", S30 / "domino_frozen_backbone", "C0", "-"),
@@ -29,7 +26,6 @@ runs = [("s29 DFlash (600 steps)", S29 / "dflash", "C0", "--"),
 
 
 fig, (acc, gap, ratio) = plt.subplots(1, 3, figsize=(17, 5.2))
-drafts = np.arange(1, DRAFTS + 1)
 for label, run, color, style in runs:
     held_out = np.array(run_rows(run, "eval")[-1]["acc"])
     acc.plot(drafts, held_out[:DRAFTS], style, marker="o", color=color, label=label)

@@ -8,17 +8,14 @@ Run from the repository root: python docs/results/2026-12-04-session33-h200/plot
 import pathlib
 import sys
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import S30, S32, draft_axes, plot_head_curves, run_rows, save_figure, train_mean  # noqa: E402
+from domino_ratios import (DRAFTS, S30, S32, draft_axes, plot_head_curves, plt, run_rows, save_figure,  # noqa: E402
+                           train_mean)
+from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
 
-DRAFTS = 10
 heads = [("its training answers (8,192, read 4.8x)", here / "domino_frozen_backbone", "C2"),
          ("fresh answers (15,306, read 1.5x)", here / "domino_frozen_backbone_fresh", "C3")]
 
@@ -30,7 +27,6 @@ plot_head_curves(curves, [("s30: on s29 DFlash, its data (1,800 steps)", S30 / "
                           ("s33: on s33 DFlash, " + heads[0][0], heads[0][1]),
                           ("s33: on s33 DFlash, " + heads[1][0], heads[1][1])],
                  "held out: head over base (s33: 1.056x fresh, 1.032x own)", 7)
-drafts = np.arange(1, DRAFTS + 1)
 for label, run, color in heads:
     final = run_rows(run, "eval")[-1]
     held_out = (np.array(final["acc"]) - np.array(final["base_acc"]))[:DRAFTS]

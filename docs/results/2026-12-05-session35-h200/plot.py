@@ -9,18 +9,14 @@ Run from the repository root: python docs/results/2026-12-05-session35-h200/plot
 import pathlib
 import sys
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S33, bench_mats, draft_axes, run_rows, save_figure, train_mean  # noqa: E402
+from domino_ratios import (DRAFTS, GOAL, S33, bench_mats, draft_axes, plt, run_rows, save_figure,  # noqa: E402
+                           train_mean)
+from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
 
-DRAFTS = 10
-drafts = np.arange(1, DRAFTS + 1)
 dflash, domino = here / "dflash", here / "domino_tf_curriculum"
 
 fig, (acc, memo, ratio) = plt.subplots(1, 3, figsize=(17, 5.2))

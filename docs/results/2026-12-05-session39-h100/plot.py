@@ -10,18 +10,13 @@ Run from the repository root: python docs/results/2026-12-05-session39-h100/plot
 import pathlib
 import sys
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import GOAL, S35, draft_axes, run_rows, save_figure  # noqa: E402
+from domino_ratios import DRAFTS, GOAL, S35, draft_axes, plt, run_rows, save_figure  # noqa: E402
+from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
 
-DRAFTS = 10
-drafts = np.arange(1, DRAFTS + 1)
 dflash = here / "dflash"
 # (label, Domino run, the DFlash run it is compared with, colour)
 DOMINOS = [("s35 joint, λ 1 → 0", S35 / "domino_tf_curriculum", S35 / "dflash", "C3"),

@@ -9,19 +9,14 @@ Run from the repository root: python docs/results/2026-12-05-session40-h100/plot
 import pathlib
 import sys
 
-import matplotlib
 import numpy as np
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import (GOAL, S25, S27, S28, S30, S31, S32, S33, S35, S39, bench_mats, draft_axes,  # noqa: E402
-                           mean_mat, ratio_axes, run_rows, save_figure)
+from domino_ratios import (DRAFTS, GOAL, S25, S27, S28, S30, S31, S32, S33, S35, S39, bench_mats,  # noqa: E402
+                           draft_axes, mean_mat, plt, ratio_axes, run_rows, save_figure)
+from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
 
-DRAFTS = 10
-drafts = np.arange(1, DRAFTS + 1)
 
 fig, (acc, walks, benches) = plt.subplots(1, 3, figsize=(17, 5.2))
 for label, run, color, style in [("s39 DFlash (800 steps, greedy answers)", S39 / "dflash", "C0", "--"),
