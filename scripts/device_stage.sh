@@ -29,8 +29,11 @@
 # which leaves room for a 60 MiB chunk and the carried wheels (18 calls for the 1.5B's GGUF instead of 30):
 #   bash scripts/device_stage.sh hold      # before the chunk calls
 #   bash scripts/device_stage.sh release   # after the last one (before any commit)
+# Drafters exported by an earlier session (bench/parts.sh folders, e.g. .stage/drafters_dflash: 32 parts of 15 MiB)
+# travel the same way, a few parts a call; `carry` prints each call's carry list and command, SHA256SUM with the last:
+#   bash scripts/device_stage.sh carry drafters_dflash   # then INIT_FROM=/root/bg/.stage/drafters_dflash
 set -euo pipefail
-cmd=${1:?prepare|split|assemble|datasets|data-from-git|hold|release}
+cmd=${1:?prepare|split|assemble|datasets|data-from-git|hold|release|carry}
 cd "$(dirname "$0")/.."
 parked=(docs jspec/weights)
 case "$cmd" in
@@ -41,6 +44,25 @@ case "$cmd" in
   release)
     for p in "${parked[@]}"; do [ ! -e ".stage/hold/$p" ] || mv ".stage/hold/$p" "$p"; done
     git status --short -- "${parked[@]}"; exit 0 ;;
+  carry)  # one device call per line: the carry list (at most CARRY_MIB of parts) and the command that keeps them
+    name=${2:?a bench/parts.sh folder under .stage, e.g. drafters_dflash}
+    [ -f ".stage/$name/SHA256SUM" ] || { echo ".stage/$name has no SHA256SUM: not a bench/parts.sh folder" >&2; exit 2; }
+    python3 - ".stage/$name" "${CARRY_MIB:-60}" <<'PY'
+import json, pathlib, sys
+folder, budget = pathlib.Path(sys.argv[1]), int(sys.argv[2]) << 20
+files = sorted(f for f in folder.iterdir() if f.name.startswith("part-")) + [folder / "SHA256SUM"]
+calls, size = [[]], 0
+for f in files:
+    if calls[-1] and size + f.stat().st_size > budget:
+        calls.append([])
+        size = 0
+    calls[-1].append(str(f))
+    size += f.stat().st_size
+keep = f"mkdir -p /root/bg/{folder} && mv {folder}/* /root/bg/{folder}/ && ls /root/bg/{folder} | wc -l"
+for i, carry in enumerate(calls, 1):
+    print(f"call {i}/{len(calls)}: carry {json.dumps(carry)}\n  {keep}")
+PY
+    exit 0 ;;
   data-from-git)  # distilled answers that earlier sessions committed with their records (bench/parts.sh folders)
     for sums in $(ls -r docs/results/*/data/*/SHA256SUM 2>/dev/null); do  # newest first: it wins a name
       name=$(basename "$(dirname "$sums")")
@@ -79,5 +101,6 @@ case "$cmd" in
     mkdir -p "$home/models/$model"
     cat "$src"/part-* > "$home/models/$model/$name"
     (cd "$home/models/$model" && sha256sum -c "$OLDPWD/.stage/$model/SHA256SUM") ;;
-  *) echo "usage: $0 prepare|split|assemble MODEL [...] | datasets | data-from-git | hold | release" >&2; exit 2 ;;
+  *) echo "usage: $0 prepare|split|assemble MODEL [...] | datasets | data-from-git | hold | release | carry NAME" >&2
+     exit 2 ;;
 esac

@@ -1,5 +1,6 @@
 """bench/parts.sh: folders split into parts small enough for a device call, sent a few at a time, and put back."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -75,3 +76,31 @@ def test_clear_errors(work, tmp_path):
     assert unsummed.returncode == 2 and "has no SHA256SUM" in unsummed.stderr
     unpacked = _run("send", tmp_path / "nothing", OUT=str(tmp_path / "out"))
     assert unpacked.returncode == 2 and "nothing packed yet" in unpacked.stderr
+
+
+def test_carry_lists_fill_each_device_call_up_to_its_budget(work, tmp_path):
+    """scripts/device_stage.sh carry: packed parts in groups of at most CARRY_MIB, the SHA256SUM with the last."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    stage = repo / "scripts" / "device_stage.sh"
+    stage.write_bytes((SCRIPT.parent.parent / "scripts" / "device_stage.sh").read_bytes())
+    assert _run("pack", work, repo / ".stage" / "drafters", "distill", PART_SIZE="400K").returncode == 0
+    parts = sorted(p.name for p in (repo / ".stage" / "drafters").glob("part-*"))
+    assert len(parts) == 1  # 200 kB of shard and a manifest: one part; add four more of 450 KiB
+    for i in range(1, 5):
+        (repo / ".stage" / "drafters" / f"part-{i:03d}").write_bytes(os.urandom(450 << 10))
+
+    def carry(*args):
+        return subprocess.run(["bash", str(stage), "carry", *args], capture_output=True, text=True,
+                              env={**os.environ, "CARRY_MIB": "1"})
+
+    listed = carry("drafters")
+    assert listed.returncode == 0, listed.stderr
+    calls = [line for line in listed.stdout.splitlines() if line.startswith("call ")]
+    carried = [json.loads(line.split("carry ", 1)[1]) for line in calls]
+    folder = ".stage/drafters/"
+    assert carried == [[folder + "part-000", folder + "part-001"], [folder + "part-002", folder + "part-003"],
+                       [folder + "part-004", folder + "SHA256SUM"]]
+    assert listed.stdout.count("mv .stage/drafters/* /root/bg/.stage/drafters/") == 3
+    missing = carry("nothing")
+    assert missing.returncode == 2 and ".stage/nothing has no SHA256SUM" in missing.stderr
