@@ -11,6 +11,8 @@ vocabulary, as the 1.5B recipe), in ms:
   every step spends before the drafter;
 - `forward`: the trainer's `eval_step`, the target and the drafter's forward with its losses, no gradient;
 - `backward`: step − forward: the gradients (with any rematerialised loss chunks) and AdamW.
+- `peak_gib` (where the device reports it, e.g. a GPU): the most device memory in use so far in the process, after
+  that kind's steps (kinds run in the order given, so later kinds' peaks include earlier ones').
 With `--profile`, also a table of the device kernels per step over `--profile-steps` steps (profile_<kind>.md).
 Costs do not depend on the weights' or tokens' values: the records are random token ids whose second half is
 answer tokens (where anchors may fall), packed as training packs them.
@@ -135,6 +137,12 @@ def profile_kind(model, kind: str, batch: dict[str, np.ndarray], steps: int, pro
     return {"step": step_ms, "target": target_ms, "forward": forward_ms, "backward": step_ms - forward_ms}, table
 
 
+def peak_gib() -> float | None:
+    """The device's peak memory in use so far in this process, in GiB; None where it keeps no such count (CPU)."""
+    stats = jax.devices()[0].memory_stats() or {}
+    return stats["peak_bytes_in_use"] / 2**30 if "peak_bytes_in_use" in stats else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default="qwen2.5-coder-1.5b", help="a preset: its architecture, random weights")
@@ -165,8 +173,8 @@ def main():
                                                  labels=args.labels, frozen_backbone=args.frozen_backbone)
         ms, table = profile_kind(model, kind, batch, args.steps, args.profile_steps if args.profile else 0,
                                  compute_dtype=args.compute_dtype, **shape)
-        rows.append({"kind": kind, **ms})
-        print(kind, {k: round(v, 1) for k, v in ms.items()}, flush=True)
+        rows.append({"kind": kind, **ms, "peak_gib": peak_gib()})
+        print(kind, {k: round(v, 1) for k, v in ms.items()}, f"peak_gib {rows[-1]['peak_gib']}", flush=True)
         if table:
             (out / f"profile_{kind}.md").write_text(
                 f"# train {kind}, {args.model} (random weights), batch {args.batch_size} x {args.seq_len}, "
@@ -175,10 +183,12 @@ def main():
               "model": args.model, "dtype": args.dtype, "command": " ".join(sys.argv), "ms_per_step": rows}
     (out / "train_profile.json").write_text(json.dumps(report, indent=2))
     print(f"{report['device']}  {args.model} (random weights)  batch {args.batch_size} x {args.seq_len}, ms per step")
-    print("| trainer | step | target forward | forward (target + drafter + losses) | backward + AdamW |\n"
-          "|---|---|---|---|---|")
+    print("| trainer | step | target forward | forward (target + drafter + losses) | backward + AdamW | peak GiB |\n"
+          "|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['kind']} | {r['step']:.1f} | {r['target']:.1f} | {r['forward']:.1f} | {r['backward']:.1f} |")
+        peak = "n/a" if r["peak_gib"] is None else f"{r['peak_gib']:.1f}"
+        print(f"| {r['kind']} | {r['step']:.1f} | {r['target']:.1f} | {r['forward']:.1f} | {r['backward']:.1f} "
+              f"| {peak} |")
 
 
 if __name__ == "__main__":

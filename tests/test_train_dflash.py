@@ -29,7 +29,7 @@ from jspec.train import common
 from jspec.train import blocks as block_objective
 from jspec.train import dflash as dflash_train
 from jspec.train.blocks import (Blocks, block_hidden, block_labels, block_loss, draft_logits, reach_weights,
-                                sample_blocks, teacher_rows)
+                                sample_blocks, teacher_positions, teacher_probs)
 from jspec.train.dflash import export_latest, train_dflash
 from jspec.train.dflash_config import DFlashTrainConfig, curriculum, drafter_config
 from jspec.train.drafter_init import init_drafter
@@ -155,7 +155,8 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
     """`block_loss` (Domino's GRU run once outside the loss chunks, logits rematerialised per chunk of blocks) has the
     value and gradient of (1 − λ)·Σ w·CE(final) / Σ w + λ·Σ w·CE(base) / Σ w over all blocks at once, in float32;
     w is the position decay, or with `reach` each logits' product of its earlier drafts' label probabilities (held
-    fixed: no gradient flows through w). With `soft` the CE is against the softmax of the teacher rows' logits."""
+    fixed: no gradient flows through w). With `soft` the CE is against the target's distribution at the position
+    a + j − 1 of each block's anchor a (anchors spread over rows of 12 positions, the last blocks clipped)."""
     monkeypatch.setattr(block_objective, "LOGITS_PER_CHUNK", 2 * 3 * QWEN.vocab_size)  # 2 blocks a chunk: 3 chunks
     backbone_cfg = DFlashConfig.for_target(QWEN, num_layers=1, block_size=4, mask_token_id=90,
                                            shift_label=kind == "domino")
@@ -169,9 +170,11 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
     hidden = jnp.asarray(rng.normal(size=(2, 3, 4, QWEN.hidden_size)), jnp.float32)
     tokens = jnp.asarray(rng.integers(0, 90, (2, 3, j + 1)), jnp.int32)
     valid = jnp.asarray(rng.random((2, 3, j)) < 0.8)
-    blocks = Blocks(anchors=jnp.zeros((2, 3), jnp.int32), keep=jnp.ones((2, 3), bool),
-                    labels=tokens[..., 1:], prev=tokens[..., :-1], valid=valid)
-    teacher = jnp.asarray(rng.normal(size=(2, 3, j, QWEN.hidden_size)), jnp.float32) if soft else None
+    anchors = jnp.asarray([[0, 5, 10], [3, 9, 11]], jnp.int32)
+    blocks = Blocks(anchors=anchors, keep=jnp.ones((2, 3), bool), labels=tokens[..., 1:], prev=tokens[..., :-1],
+                    valid=valid)
+    final_hidden = jnp.asarray(rng.normal(size=(2, 12, QWEN.hidden_size)), jnp.float32)
+    teacher = teacher_probs(final_hidden, lm_head) if soft else None
     lam, gamma = jnp.float32(0.3), 4.0
     graphdef, weights = nnx.split(model)
 
@@ -186,7 +189,8 @@ def test_chunked_block_loss_and_gradient_equal_the_whole_batch_formula(monkeypat
                                    blocks.prev.reshape(6, j), ttt=False)
         labels, scored = blocks.labels.reshape(6, j, 1), valid.reshape(6, j)
         if soft:
-            p = jax.nn.softmax(teacher.reshape(6, j, -1) @ lm_head.T, axis=-1)
+            at = np.minimum(np.asarray(anchors)[:, :, None] + np.arange(j), 11)  # a .. a + j − 1, within the row
+            p = jax.nn.softmax(final_hidden[np.arange(2)[:, None, None], at] @ lm_head.T, axis=-1).reshape(6, j, -1)
             ce = [-jnp.sum(p * jax.nn.log_softmax(x, -1), -1) for x in (final, base)]
         else:
             ce = [jax.nn.logsumexp(x, -1) - jnp.take_along_axis(x, labels, -1)[..., 0] for x in (final, base)]
@@ -269,20 +273,24 @@ def test_loss_falls_and_acceptance_rises(trained, kind):
 
 
 def test_target_distributions_sit_where_they_predict_the_labels(workspace):
-    """Soft labels (`--labels target`): `teacher_rows` takes the target's last hidden states at a .. a + J − 1, whose
-    logits predict the block's labels x_{a+1} .. x_{a+J}. On the target's own greedy answers their argmax is the label
-    at every scored draft (float32 near-ties aside)."""
+    """Soft labels (`--labels target`): `teacher_probs` are the target's next-token distributions over the rows and
+    `teacher_positions` picks a .. a + J − 1, whose distributions predict the block's labels x_{a+1} .. x_{a+J}. On
+    the target's own greedy answers their argmax is the label at every scored draft (float32 near-ties aside)."""
     root, model = workspace
     packed = pack(dflash_train.load_records(root / "data", VOCAB, 64), 64)
     batch = jax.tree.map(jnp.asarray, packed.rows(np.arange(4)))
     _, final_hidden = common.target_outputs(model.graphdef, model.params, batch, (1,), logits=False,
                                             final_hidden=True)
     blocks = sample_blocks(jax.random.key(0), batch, 16, 5)
-    logits = np.asarray(nnx.merge(model.graphdef, model.params).logits(teacher_rows(final_hidden, blocks.anchors, 5)))
-    top2 = np.sort(logits, axis=-1)[..., -2:]
-    checked = np.asarray(blocks.valid) & (top2[..., 1] - top2[..., 0] > 1e-3)
+    target = nnx.merge(model.graphdef, model.params)
+    probs = np.asarray(teacher_probs(final_hidden, (target.embed if target.lm_head is None else target.lm_head)[...]))
+    np.testing.assert_allclose(probs, np.asarray(jax.nn.softmax(target.logits(final_hidden), axis=-1)), atol=1e-6)
+    positions = np.asarray(teacher_positions(blocks.anchors, 5, 64))
+    picked = probs[np.arange(4)[:, None, None], positions]  # [R, N, J, V]
+    top2 = np.sort(picked, axis=-1)[..., -2:]
+    checked = np.asarray(blocks.valid) & (top2[..., 1] - top2[..., 0] > 1e-4)
     assert checked.sum() > 100
-    np.testing.assert_array_equal(np.argmax(logits, axis=-1)[checked], np.asarray(blocks.labels)[checked])
+    np.testing.assert_array_equal(np.argmax(picked, axis=-1)[checked], np.asarray(blocks.labels)[checked])
 
 
 def test_soft_label_run_trains_and_records_its_labels(workspace):

@@ -90,14 +90,22 @@ def block_labels(batch: dict[str, Array], anchors: Int[Array, "R N"], keep: Bool
     return Blocks(anchors=anchors, keep=keep, labels=window[:, :, 1:], prev=window[:, :, :-1], valid=valid)
 
 
-def teacher_rows(final_hidden: Float[Array, "R T D"], anchors: Int[Array, "R N"], num_drafts: int
-                 ) -> Float[Array, "R N J D"]:
-    """The target's last hidden states at positions a .. a + J − 1 of each anchor a: those whose logits predict the
-    block's labels x_{a+1} .. x_{a+J} (clipped to the row; drafts past it are not scored)."""
-    r, t, d = final_hidden.shape
-    n = anchors.shape[1]
-    index = jnp.minimum(anchors[:, :, None] + jnp.arange(num_drafts)[None, None, :], t - 1).reshape(r, n * num_drafts)
-    return jnp.take_along_axis(final_hidden, index[:, :, None], axis=1).reshape(r, n, num_drafts, d)
+def teacher_positions(anchors: Int[Array, "R N"], num_drafts: int, row_len: int) -> Int[Array, "R N J"]:
+    """Positions a .. a + J − 1 of each anchor a: those whose target logits predict the block's labels
+    x_{a+1} .. x_{a+J} (clipped to the row; drafts past it are not scored)."""
+    return jnp.minimum(anchors[:, :, None] + jnp.arange(num_drafts)[None, None, :], row_len - 1)
+
+
+def teacher_probs(final_hidden: Float[Array, "R T D"], lm_head: Float[Array, "V D"]) -> Float[Array, "R T V"]:
+    """The target's next-token distributions at every position of the rows, in `lm_head`'s dtype: computed once a
+    step, a row at a time (a row's float32 logits are the largest temporary), and gathered by each loss chunk. Per
+    chunk they would cost a vocabulary product and a softmax per draft row, twice with the chunk's rematerialisation,
+    and about twice as many rows, since blocks overlap."""
+    def row(h):
+        logits = einsum_f32("td,vd->tv", h.astype(lm_head.dtype), lm_head)
+        return jax.nn.softmax(logits, axis=-1).astype(lm_head.dtype)
+
+    return jax.lax.map(row, final_hidden)
 
 
 def _block_attention(q: Float[Array, "R Q Nh D"], k_ctx: Float[Array, "R T K D"], v_ctx: Float[Array, "R T K D"],
@@ -218,11 +226,11 @@ def _chunks(blocks: int, per_block: int) -> int:
 
 
 def chunked_drafts(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], hidden: Float[Array, "R N B H"],
-                    blocks: Blocks, teacher_forced: bool, teacher: Float[Array, "R N J D"] | None = None
-                    ) -> list[Array | None]:
+                    blocks: Blocks, teacher_forced: bool, row_len: int | None = None) -> list[Array | None]:
     """The M = R·N blocks' draft rows, GRU input tokens, labels, scored mask, (for a teacher-forced head, else
-    None) the head's precomputed GRU states and (soft labels, else None) the target's `teacher_rows`, each split
-    into chunks of blocks whose vocabulary logits fit LOGITS_PER_CHUNK: [M / c, c, ...]."""
+    None) the head's precomputed GRU states and (soft labels, given the rows' length `row_len`, else None) each
+    draft's row-major index into the rows' `teacher_probs`, each split into chunks of blocks whose vocabulary logits
+    fit LOGITS_PER_CHUNK: [M / c, c, ...]."""
     backbone = model.backbone if isinstance(model, DominoDrafter) else model
     first, j = backbone.cfg.first_draft_row, backbone.cfg.num_drafts
     m = blocks.anchors.size
@@ -231,30 +239,35 @@ def chunked_drafts(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V 
     # A teacher-forced GRU reads data tokens only: run it once over all blocks (a batch of M), not per chunk.
     head_reads_data = isinstance(model, DominoDrafter) and teacher_forced
     pre = model.head.teacher_forced_pre(embed, rows, prev) if head_reads_data else None
-    soft = None if teacher is None else teacher.reshape(m, j, -1)
+    teacher_index = None
+    if row_len is not None:
+        row_start = jnp.arange(blocks.anchors.shape[0])[:, None, None] * row_len
+        teacher_index = (row_start + teacher_positions(blocks.anchors, j, row_len)).reshape(m, j)
     c = _chunks(m, j * embed.shape[0])
-    parts = (rows, prev, labels, valid, pre, soft)
+    parts = (rows, prev, labels, valid, pre, teacher_index)
     return [None if x is None else x.reshape(m // c, c, *x.shape[1:]) for x in parts]
 
 
 def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"], lm_head: Float[Array, "V H"],
                hidden: Float[Array, "R N B H"], blocks: Blocks, lam: Float[Array, ""], gamma: float,
-               ttt: bool, reach: bool = False, teacher: Float[Array, "R N J D"] | None = None
+               ttt: bool, reach: bool = False, teacher: Float[Array, "R T V"] | None = None
                ) -> tuple[Float[Array, ""], dict[str, Array]]:
     """(1 − λ)·CE(final) + λ·CE(base), each Σ w·CE / Σ w with w the position decay exp(−(j − 1)/γ) or, with
     `reach`, each logits' own `reach_weights`; and summed statistics (see `summarize`). With `teacher` (the target's
-    `teacher_rows`) the CE is against the target's distributions there (soft labels) instead of the data tokens."""
+    `teacher_probs` over the rows) the CE is against the target's distributions at `teacher_positions` (soft labels)
+    instead of the data tokens."""
     j = blocks.labels.shape[-1]
     valid = blocks.valid.reshape(-1, j)
     decay = jnp.exp(-jnp.arange(j, dtype=jnp.float32) / gamma)
-    split = chunked_drafts(model, embed, hidden, blocks, teacher_forced=not ttt, teacher=teacher)
+    row_len = None if teacher is None else teacher.shape[1]
+    split = chunked_drafts(model, embed, hidden, blocks, teacher_forced=not ttt, row_len=row_len)
+    flat_teacher = None if teacher is None else teacher.reshape(-1, teacher.shape[-1])
 
     @jax.checkpoint  # recompute each chunk's logits in the backward pass instead of keeping them all
     def chunk(xs):
         rows_c, prev_c, labels_c, valid_c, pre_c, teacher_c = xs
         final, base = draft_logits(model, embed, lm_head, rows_c, prev_c, ttt, pre_c)
-        soft = None if teacher_c is None else jax.nn.softmax(
-            einsum_f32("mjd,vd->mjv", teacher_c.astype(lm_head.dtype), lm_head), axis=-1)
+        soft = None if teacher_c is None else flat_teacher[teacher_c].astype(jnp.float32)
         out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, decay, reach, soft).items()}
         return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, decay, reach, soft).items()}
 

@@ -34,7 +34,7 @@ from jspec.models.loading import LoadedModel
 from jspec.models.precision import cast_params
 from jspec.train import common
 from jspec.train.blocks import (anchor_candidates, block_accepted, block_hidden, block_labels, block_loss,
-                                sample_blocks, summarize, teacher_rows)
+                                sample_blocks, summarize, teacher_probs)
 from jspec.train.checkpoints import Checkpoints
 from jspec.train.dflash_config import DFlashTrainConfig, curriculum, drafter_config
 from jspec.train.drafter_init import fresh_drafter, init_drafter
@@ -74,6 +74,7 @@ def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphD
     features, final_hidden = common.target_outputs(target_graphdef, target_params, batch, objective.taps,
                                                    logits=False, final_hidden=objective.soft_labels)
     embed = jax.lax.stop_gradient(target_params["embed"][...])
+    teacher = None if final_hidden is None else teacher_probs(final_hidden, _lm_head(target_params))
 
     def loss_fn(params):
         if objective.freeze_backbone:  # zero gradients, and no weight decay: AdamW leaves the backbone as it is
@@ -82,8 +83,6 @@ def _forward(params: PyTree, graphdef: nnx.GraphDef, target_graphdef: nnx.GraphD
         backbone = model.backbone if isinstance(model, DominoDrafter) else model
         blocks = sample_blocks(key, batch, objective.anchors, backbone.cfg.num_drafts)
         hidden = block_hidden(backbone, embed, batch, features, blocks.anchors)
-        teacher = None if final_hidden is None else teacher_rows(final_hidden, blocks.anchors,
-                                                                 blocks.labels.shape[-1])
         return block_loss(model, embed, _lm_head(target_params), hidden, blocks, lam, objective.gamma, objective.ttt,
                           objective.reach, teacher)
 
