@@ -10,7 +10,8 @@
 #                                            # DFLASH_RUN: its run folder, default dflash, also the one bench,
 #                                            # task-walk and ablation use; PLUS_DATA=DIR[,DIR]: more training-only
 #                                            # data, e.g. the fresh answers for a baseline on every answer;
-#                                            # LABELS=target: --labels target, soft labels, for every run)
+#                                            # LABELS=target: --labels target, soft labels, for every run;
+#                                            # LR: --lr, the peak learning rate, for every run)
 #   bash bench/h200_issue5.sh domino [tf_curriculum|tf_curriculum_half|tf_curriculum_floor|tf|ttt|
 #                                     ttt_curriculum|frozen_backbone]
 #                                            # Domino drafter (default: TF + curriculum; _half: λ at 0 half-way;
@@ -96,7 +97,7 @@ train_drafter() {  # kind run_name extra_flags...
     --warmup-steps "$(warmup_for "$steps")" $train_shape --eval-records "${EVAL_RECORDS:-64}" \
     --eval-every $(( steps / evals > 0 ? steps / evals : 1 )) --save-every 250 --resume \
     --time-limit "${TIME_LIMIT:-420}" ${INIT_LAYERS:+--init-layers $INIT_LAYERS} ${LABELS:+--labels $LABELS} \
-    $(train_only) \
+    ${LR:+--lr $LR} $(train_only) \
     ${INIT_FROM:+--init-from $INIT_FROM/$name/drafter} "$@" 2>&1 | tee "$work/$name.log" | quiet 8
   # A finished run has exported its drafter; one stopped by the time limit (or lost) exports its latest checkpoint,
   # a second process that loads the target again

@@ -13,6 +13,7 @@ import numpy as np
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot  # noqa: E402
 
+from jspec.bench.ratios import paired_ratios  # noqa: E402
 from jspec.bench.report import summarize  # noqa: E402
 
 plt = matplotlib.pyplot  # the plot scripts' pyplot, on the file-only backend
@@ -93,6 +94,27 @@ def plot_bench_means(ax, benches: list[tuple[str, pathlib.Path]]) -> None:
         base, domino = mean_mat(mats, "dflash"), mean_mat(mats, "domino_block")
         ax.scatter(base, domino / base, color=f"C{i}", label=f"{label}: {domino / base:.3f}",
                    marker="s" if "alone" in label else "o")
+
+
+def plot_task_ratios(ax, benches: list[tuple[str, pathlib.Path]], tasks: list[str], title: str) -> None:
+    """One series per bench: domino_block_stop's MAT over DFlash's in the same run, per task of `tasks` (with
+    "mean", the ratio of the means), with 95% paired-bootstrap intervals; the legend gives each bench's mean."""
+    width = 0.8 / len(benches)
+    for i, (label, results) in enumerate(benches):
+        rows = {r["dataset"]: r for r in paired_ratios([json.loads(line) for line in open(results / "results.jsonl")])
+                if r["method"] == "domino_block_stop"}
+        xs = [t + (i - (len(benches) - 1) / 2) * width for t in range(len(tasks))]
+        points = [rows[t]["mat_ratio"] for t in tasks]
+        errors = [[p - rows[t]["mat_ci"][0] for t, p in zip(tasks, points)],
+                  [rows[t]["mat_ci"][1] - p for t, p in zip(tasks, points)]]
+        ax.errorbar(xs, points, yerr=errors, fmt="o", color=f"C{i}", capsize=3,
+                    label=f"{label}: {rows['mean']['mat_ratio']:.3f}")
+    ax.axhline(GOAL, color="grey", linestyle="--", linewidth=1)
+    ax.axhline(1.0, color="black", linewidth=0.5)
+    ax.set_xticks(range(len(tasks)), tasks)
+    ax.set_ylabel("domino_block_stop / dflash, MAT")
+    ax.set_title(f"{title} (goal {GOAL})")
+    ax.legend(fontsize=8)
 
 
 def finish_ratio_figure(fig, left, right, right_what: str, right_title: str, suptitle: str, path: pathlib.Path,

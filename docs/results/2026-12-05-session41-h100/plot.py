@@ -7,7 +7,6 @@ both sessions).
 Right: the T = 0 five-task benches, Domino's MAT over DFlash's in the same run, with 95% paired-bootstrap intervals.
 Run from the repository root: python docs/results/2026-12-05-session41-h100/plot.py"""
 
-import json
 import pathlib
 import sys
 
@@ -15,10 +14,9 @@ import numpy as np
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import DRAFTS, GOAL, draft_axes, plot_head_curves, plt, run_rows, save_figure  # noqa: E402
+from domino_ratios import (DRAFTS, draft_axes, plot_head_curves, plot_task_ratios, plt, run_rows,  # noqa: E402
+                           save_figure)
 from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
-
-from jspec.bench.ratios import paired_ratios  # noqa: E402
 
 S40 = here.parent / "2026-12-05-session40-h100"
 TASKS = ["humaneval", "gsm8k", "mtbench", "alpaca", "xsum", "mean"]
@@ -41,21 +39,6 @@ acc.set_ylabel("held-out accuracy (teacher forced)")
 acc.set_title("per draft: heads (solid) over their backbones (dashed)")
 draft_axes((acc,), drafts, 7)
 
-width = 0.8 / len(HEADS)
-for i, (label, _, results) in enumerate(HEADS):
-    rows = {r["dataset"]: r for r in paired_ratios([json.loads(line) for line in open(results / "results.jsonl")])
-            if r["method"] == "domino_block_stop"}
-    xs = [t + (i - (len(HEADS) - 1) / 2) * width for t in range(len(TASKS))]
-    points = [rows[t]["mat_ratio"] for t in TASKS]
-    errors = [[p - rows[t]["mat_ci"][0] for t, p in zip(TASKS, points)],
-              [rows[t]["mat_ci"][1] - p for t, p in zip(TASKS, points)]]
-    bench.errorbar(xs, points, yerr=errors, fmt="o", color=f"C{i}", capsize=3,
-                   label=f"{label}: {rows['mean']['mat_ratio']:.3f}")
-bench.axhline(GOAL, color="grey", linestyle="--", linewidth=1)
-bench.axhline(1.0, color="black", linewidth=0.5)
-bench.set_xticks(range(len(TASKS)), TASKS)
-bench.set_ylabel("domino_block_stop / dflash, MAT")
-bench.set_title(f"bench, T = 0, 20 prompts a task (goal {GOAL})")
-bench.legend(fontsize=8)
+plot_task_ratios(bench, [(label, results) for label, _, results in HEADS], TASKS, "bench, T = 0, 20 prompts a task")
 save_figure(fig, here / "label_noise.png", "Qwen2.5-Coder-1.5B on an H100: without the T = 1 label noise a head "
             "alone gains a little more (bench 1.020x -> 1.026x greedy, 1.034x soft), far from 1.12x")
