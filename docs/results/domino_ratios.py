@@ -26,6 +26,7 @@ S39 = RESULTS / "2026-12-05-session39-h100"
 GOAL = 1.12  # issue 5: MAT(domino) >= 1.12 x MAT(dflash)
 DRAFTS = 10  # drafts shown by the per-draft panels
 DRAFT_NUMBERS = np.arange(1, DRAFTS + 1)
+BENCH_TASKS = ["humaneval", "gsm8k", "mtbench", "alpaca", "xsum", "mean"]  # the 5-task bench, then its mean
 
 # (label, DFlash run, Domino run) up to session 28: each Domino run against the DFlash drafter it competes with
 WALKS_TO_S28 = [("s25 joint, from scratch", S25 / "dflash", S25 / "domino_tf_curriculum"),
@@ -96,7 +97,23 @@ def plot_bench_means(ax, benches: list[tuple[str, pathlib.Path]]) -> None:
                    marker="s" if "alone" in label else "o")
 
 
-def plot_task_ratios(ax, benches: list[tuple[str, pathlib.Path]], tasks: list[str], title: str) -> None:
+def plot_final_accuracy(ax, heads: list[tuple[str, pathlib.Path]], backbones: list[tuple[str, pathlib.Path, str]],
+                        legend_size: int) -> None:
+    """Held-out teacher-forced accuracy per draft at each run's last evaluation: the heads' (solid, colours C0,
+    C1, ...) and, dashed in the colour given, the base logits' of the runs named in `backbones` (their backbones)."""
+    for i, (label, run) in enumerate(heads):
+        ax.plot(DRAFT_NUMBERS, np.array(run_rows(run, "eval")[-1]["acc"])[:DRAFTS], "-", marker="o", color=f"C{i}",
+                label=label)
+    for label, run, color in backbones:
+        ax.plot(DRAFT_NUMBERS, np.array(run_rows(run, "eval")[-1]["base_acc"])[:DRAFTS], "--", color=color,
+                label=label)
+    ax.set_ylabel("held-out accuracy (teacher forced)")
+    ax.set_title("per draft: heads (solid) over their backbones (dashed)")
+    draft_axes((ax,), DRAFT_NUMBERS, legend_size)
+
+
+def plot_task_ratios(ax, benches: list[tuple[str, pathlib.Path]], title: str, tasks: list[str] = BENCH_TASKS
+                     ) -> None:
     """One series per bench: domino_block_stop's MAT over DFlash's in the same run, per task of `tasks` (with
     "mean", the ratio of the means), with 95% paired-bootstrap intervals; the legend gives each bench's mean."""
     width = 0.8 / len(benches)

@@ -10,16 +10,11 @@ Run from the repository root: python docs/results/2026-12-05-session41-h100/plot
 import pathlib
 import sys
 
-import numpy as np
-
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import (DRAFTS, draft_axes, plot_head_curves, plot_task_ratios, plt, run_rows,  # noqa: E402
-                           save_figure)
-from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
+from domino_ratios import plot_final_accuracy, plot_head_curves, plot_task_ratios, plt, save_figure  # noqa: E402
 
 S40 = here.parent / "2026-12-05-session40-h100"
-TASKS = ["humaneval", "gsm8k", "mtbench", "alpaca", "xsum", "mean"]
 # (label, head trained alone, its T = 0 bench)
 HEADS = [("s40: all answers, hard labels", S40 / "domino_frozen_backbone", S40 / "bench5_t0"),
          ("s41: greedy answers only", here / "domino_frozen_backbone_greedy", here / "bench5_greedy"),
@@ -28,17 +23,10 @@ HEADS = [("s40: all answers, hard labels", S40 / "domino_frozen_backbone", S40 /
 fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
 plot_head_curves(curve, [(label, run) for label, run, _ in HEADS], "held-out gain over the backbone in training",
                  legend_size=8)
-
-for i, (label, run, _) in enumerate(HEADS):
-    last = run_rows(run, "eval")[-1]
-    acc.plot(drafts, np.array(last["acc"])[:DRAFTS], "-", marker="o", color=f"C{i}", label=label)
-    if i < 2:  # session 41's two heads share one backbone
-        acc.plot(drafts, np.array(last["base_acc"])[:DRAFTS], "--", color="grey" if i else "C0",
-                 label=f"{label[:3]} DFlash (the backbone)")
-acc.set_ylabel("held-out accuracy (teacher forced)")
-acc.set_title("per draft: heads (solid) over their backbones (dashed)")
-draft_axes((acc,), drafts, 7)
-
-plot_task_ratios(bench, [(label, results) for label, _, results in HEADS], TASKS, "bench, T = 0, 20 prompts a task")
+# session 41's two heads share one backbone
+plot_final_accuracy(acc, [(label, run) for label, run, _ in HEADS],
+                    [("s40 DFlash (the backbone)", HEADS[0][1], "C0"),
+                     ("s41 DFlash (the backbone)", HEADS[1][1], "grey")], legend_size=7)
+plot_task_ratios(bench, [(label, results) for label, _, results in HEADS], "bench, T = 0, 20 prompts a task")
 save_figure(fig, here / "label_noise.png", "Qwen2.5-Coder-1.5B on an H100: without the T = 1 label noise a head "
             "alone gains a little more (bench 1.020x -> 1.026x greedy, 1.034x soft), far from 1.12x")

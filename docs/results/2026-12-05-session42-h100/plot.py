@@ -9,16 +9,11 @@ Run from the repository root: python docs/results/2026-12-05-session42-h100/plot
 import pathlib
 import sys
 
-import numpy as np
-
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import (DRAFTS, draft_axes, plot_head_curves, plot_task_ratios, plt, run_rows,  # noqa: E402
-                           save_figure)
-from domino_ratios import DRAFT_NUMBERS as drafts  # noqa: E402
+from domino_ratios import plot_final_accuracy, plot_head_curves, plot_task_ratios, plt, save_figure  # noqa: E402
 
 S41 = here.parent / "2026-12-05-session41-h100"
-TASKS = ["humaneval", "gsm8k", "mtbench", "alpaca", "xsum", "mean"]
 HEADS = [("s41: 600 steps", S41 / "domino_frozen_backbone_soft"),
          ("s42: 1,800 steps", here / "domino_frozen_backbone_soft")]
 BENCHES = [("s41 600 steps, T = 0", S41 / "bench5_t0"), ("s42 1,800 steps, T = 0", here / "bench5_t0"),
@@ -26,15 +21,7 @@ BENCHES = [("s41 600 steps, T = 0", S41 / "bench5_t0"), ("s42 1,800 steps, T = 0
 
 fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
 plot_head_curves(curve, HEADS, "held-out gain over the backbone in training", legend_size=9)
-
-for i, (label, run) in enumerate(HEADS):
-    last = run_rows(run, "eval")[-1]
-    acc.plot(drafts, np.array(last["acc"])[:DRAFTS], "-", marker="o", color=f"C{i}", label=label)
-acc.plot(drafts, np.array(last["base_acc"])[:DRAFTS], "--", color="grey", label="s41 DFlash (the backbone)")
-acc.set_ylabel("held-out accuracy (teacher forced)")
-acc.set_title("per draft: heads (solid) over their backbone (dashed)")
-draft_axes((acc,), drafts, 9)
-
-plot_task_ratios(bench, BENCHES, TASKS, "bench, 20 prompts a task")
+plot_final_accuracy(acc, HEADS, [("s41 DFlash (the backbone of both)", HEADS[1][1], "grey")], legend_size=9)
+plot_task_ratios(bench, BENCHES, "bench, 20 prompts a task")
 save_figure(fig, here / "steps.png", "Qwen2.5-Coder-1.5B on an H100: a soft-label head trained alone for 1,800 steps "
             "instead of 600 gains twice as much (bench 1.034x -> 1.069x), still short of 1.12x")
