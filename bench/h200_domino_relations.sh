@@ -32,7 +32,10 @@
 #       CURRICULUM_START: Domino's λ at step 0, below 1 for a head that is already trained or a backbone that
 #       is). TRAIN_DFLASH=0 benches the carried DFlash drafter as it is. DOMINO_VARIANTS=frozen_backbone trains a
 #       Domino head alone on the DFlash drafter of the bench, carried or trained in the run (Domino = that drafter +
-#       a head). Without INIT_FROM, the draft layers
+#       a head). Such a head's backbone is its DFlash drafter bit for bit (bench/domino_head.py): SEND_DRAFTERS=1
+#       packs the head alone into $RESULTS/drafters_domino_head (7 parts instead of 38; `domino_head.py join` with
+#       the DFlash drafter here rebuilds the whole), and INIT_FROM may carry the frozen-backbone Domino without
+#       DFlash's parts (its backbone is then the DFlash drafter). Without INIT_FROM, the draft layers
 #       start as copies of the target's (INIT_LAYERS, default target; random for the older sessions' start).
 #       DOMINO_STEPS: the Domino variants' steps, when not STEPS. BENCH=0 skips the benches (train and pack only, when a
 #       session's device time is short). FRESH=1 first distills answers that share no conversation with the training
@@ -55,7 +58,8 @@
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
-#       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone), the 5-task
+#       (bench/parts.sh folders: dflash/drafter and $DOMINO_RUN/drafter, default domino_frozen_backbone; a
+#       frozen_backbone run's parts alone will do, DFlash being its backbone), the 5-task
 #       bench of BENCH_METHODS (default vanilla,dflash,domino_block_stop,graft_tail) at the first of CANDIDATES_LIST;
 #       BENCH_ENV as for train-bench (e.g. TEMP=1). Touches $RESULTS/bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh data > /root/data.log 2>&1 < /dev/null &
@@ -189,7 +193,12 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     plus=$fresh_dirs; [ "${SAMPLED:-0}" = 0 ] || plus+=",$(sampled_dirs)"
     [ "${ALL_DATA:-0}" = 1 ] && train+=" PLUS_DATA=$plus"  # one pass over every answer: nothing memorised
     if [ "${TRAIN_DFLASH:-1}" = 0 ]; then  # the carried DFlash drafter is the one benched, as it is
-      [ -d "$work/init/dflash/drafter" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts in INIT_FROM" >&2; exit 2; }
+      if [ ! -d "$work/init/dflash/drafter" ]; then  # a head carried alone on its frozen backbone: that is DFlash
+        carried=$(ls -d "$work"/init/domino_frozen_backbone*/drafter 2>/dev/null | head -n 1)
+        [ -n "$carried" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts (or a frozen-backbone Domino's) in INIT_FROM" \
+          >&2; exit 2; }
+        python3 bench/domino_head.py backbone "$carried" "$work/init/dflash/drafter" || exit 1
+      fi
       rm -rf "$work/dflash"; mkdir -p "$work/dflash"; cp -r "$work/init/dflash/drafter" "$work/dflash/"
     else
       bash bench/h200_gpu.sh 0 "$train $init issue5 dflash"
@@ -230,8 +239,13 @@ DFLASH_RUN=dflash_all PLUS_DATA=$fresh_dirs issue5 dflash"
     best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
     variant=${best#domino_}; echo "bench takes domino_$variant"
     [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "$bench_dflash DOMINO_RUN=domino_$variant issue5 task-walk"
-    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # 0.6 GB more: about 10 polls
-      COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
+    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # the head alone when its backbone is DFlash's (2 polls), else 0.6 GB (10)
+      if [[ $variant == frozen_backbone* ]] && python3 bench/domino_head.py head "$work/domino_$variant/drafter" \
+          "$work/dflash/drafter" "$work/domino_${variant}_head"; then
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino_head" "domino_${variant}_head"
+      else
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
+      fi
     fi
     first=1
     [ "${BENCH:-1}" = 1 ] || candidates=""  # BENCH=0: train (and pack) only, when the session's device time is short
@@ -255,6 +269,9 @@ issue5 bench"
     rm -rf "$work/dflash" "$work/$run"
     : "${INIT_FROM:?INIT_FROM=DFLASH_PARTS,DOMINO_PARTS: bench/parts.sh folders of the drafters to bench}"
     for parts in ${INIT_FROM//,/ }; do bash bench/parts.sh unpack "$parts" "$work" || exit 1; done
+    if [ ! -d "$work/dflash/drafter" ] && [[ $run == domino_frozen_backbone* ]] && [ -d "$work/$run/drafter" ]; then
+      python3 bench/domino_head.py backbone "$work/$run/drafter" "$work/dflash/drafter" || exit 1  # DFlash = its base
+    fi
     for d in dflash "$run"; do
       [ -d "$work/$d/drafter" ] || { echo "INIT_FROM unpacked no $d/drafter into $work" >&2; exit 2; }
     done

@@ -6,7 +6,8 @@
 #
 # Leaves out checkpoints, exported drafters and distilled data (the bulk); keeps metrics, run settings, bench and
 # task-walk summaries, and the logs. Folders packed by bench/parts.sh under results/ (distilled,
-# distilled_followups, task_data, fresh_data, sampled_data, drafters_dflash, drafters_domino) come back too,
+# distilled_followups, task_data, fresh_data, sampled_data, drafters_dflash, drafters_domino,
+# drafters_domino_head) come back too,
 # PARTS_PER_CALL (4) parts a call, as $OUT/<name>/: gather them here under .stage/<name>/ for a later session.
 set -uo pipefail
 root=${SNAPSHOT_ROOT:-/root}
@@ -16,7 +17,8 @@ root=${SNAPSHOT_ROOT:-/root}
   $(ls -d results work/*/metrics.jsonl work/*/run.json work/distill/manifest.json ./*.log 2>/dev/null)) \
   || echo "snapshot: nothing to pack yet"
 budget=${PARTS_PER_CALL:-4}
-packed_sets="distilled distilled_followups task_data fresh_data sampled_data drafters_dflash drafters_domino"
+packed_sets="distilled distilled_followups task_data fresh_data sampled_data"
+packed_sets+=" drafters_dflash drafters_domino drafters_domino_head"
 for name in $packed_sets; do
   packed=$root/results/$name
   [ -f "$packed/SHA256SUM" ] && [ "$budget" -gt 0 ] || continue

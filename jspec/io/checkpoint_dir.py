@@ -1,10 +1,13 @@
-"""Reading an HF-style drafter checkpoint directory (config.json + safetensors) with one clear error per problem."""
+"""Reading an HF-style drafter checkpoint directory (config.json + safetensors) with one clear error per problem, and
+writing one."""
 
 import json
+import os
 import pathlib
 
 import numpy as np
 import safetensors
+import safetensors.numpy
 from jaxtyping import Shaped
 
 from jspec.errors import UserError
@@ -41,3 +44,20 @@ def read_safetensors(path: pathlib.Path, pattern: str = "*.safetensors") -> dict
         except Exception as e:  # safetensors raises several types for truncated / garbled files
             raise UserError(f"{file}: corrupt safetensors file ({e})") from None
     return tensors
+
+
+def write_checkpoint_dir(path: pathlib.Path, config: dict, tensors: dict[str, Shaped[np.ndarray, "..."]],
+                         weights_file: str) -> None:
+    """`path/config.json` and `path/weights_file`, both under temporary names first, so that an interrupted write
+    leaves no half checkpoint behind."""
+    path.mkdir(parents=True, exist_ok=True)
+    weights_tmp = path / f"{weights_file}.tmp{os.getpid()}"
+    config_tmp = path / f"config.json.tmp{os.getpid()}"
+    try:
+        safetensors.numpy.save_file({k: np.ascontiguousarray(v) for k, v in tensors.items()}, str(weights_tmp))
+        config_tmp.write_text(json.dumps(config, indent=2) + "\n")
+        os.replace(weights_tmp, path / weights_file)
+        os.replace(config_tmp, path / "config.json")
+    finally:
+        weights_tmp.unlink(missing_ok=True)
+        config_tmp.unlink(missing_ok=True)

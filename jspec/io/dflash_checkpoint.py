@@ -18,7 +18,6 @@ There is no embedding or LM head: the target's are used. `save_dflash_checkpoint
 """
 
 import dataclasses
-import json
 import os
 import pathlib
 from collections.abc import Mapping
@@ -26,7 +25,6 @@ from collections.abc import Mapping
 import jax
 import jax.numpy as jnp
 import numpy as np
-import safetensors.numpy
 from flax import nnx
 
 from jspec.config import ModelConfig
@@ -34,7 +32,7 @@ from jspec.drafters.dflash import DFlashConfig, DFlashDrafter, dflash_tap_layers
 from jspec.drafters.domino import DominoConfig, DominoDrafter
 from jspec.errors import UserError
 from jspec.io.eagle3_checkpoint import _FREQ_FACTORS_KEY, _ROPE_FIELDS
-from jspec.io.checkpoint_dir import read_config, read_safetensors
+from jspec.io.checkpoint_dir import read_config, read_safetensors, write_checkpoint_dir
 from jspec.io.hf_loader import config_from_hf
 from jspec.io.weights import numpy_dtype
 
@@ -273,18 +271,5 @@ def load_dflash_checkpoint(path: str | os.PathLike, target_cfg: ModelConfig, dty
 def save_dflash_checkpoint(drafter: DFlashDrafter | DominoDrafter, path: str | os.PathLike,
                            num_target_layers: int) -> None:
     """Writes `config.json` + `model.safetensors` in the official layout (weights in the drafter's dtype)."""
-    path = pathlib.Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    config = config_to_dflash_hf(drafter.cfg, num_target_layers)
     tensors = from_pure_state(drafter.cfg, nnx.to_pure_dict(nnx.state(drafter)))
-    tensors = {name: np.ascontiguousarray(x) for name, x in tensors.items()}
-    weights_tmp = path / f"{WEIGHTS_FILE}.tmp{os.getpid()}"
-    config_tmp = path / f"config.json.tmp{os.getpid()}"
-    try:
-        safetensors.numpy.save_file(tensors, str(weights_tmp))
-        config_tmp.write_text(json.dumps(config, indent=2) + "\n")
-        os.replace(weights_tmp, path / WEIGHTS_FILE)
-        os.replace(config_tmp, path / "config.json")
-    finally:
-        weights_tmp.unlink(missing_ok=True)
-        config_tmp.unlink(missing_ok=True)
+    write_checkpoint_dir(pathlib.Path(path), config_to_dflash_hf(drafter.cfg, num_target_layers), tensors, WEIGHTS_FILE)
