@@ -10,10 +10,13 @@ the DFlash drafter in beside the Domino one).
 from __future__ import annotations
 
 import argparse
+import pathlib
 import sys
 
-from jspec.errors import UserError
-from jspec.io import domino_head
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # run from a checkout, jspec not installed
+
+from jspec.errors import UserError  # noqa: E402
+from jspec.io import domino_head  # noqa: E402
 
 
 def main() -> int:
