@@ -52,7 +52,7 @@
 #       FOLLOWUPS=N, the later turns of the training data's own conversations too). SAMPLED=N (with ALL_DATA=1) adds N
 #       sets of answers sampled at T = 1 (seeds 1 .. N) to FRESH's prompts, once every ShareGPT prompt is used: new
 #       tokens from prompts no held-out record shares a conversation with, packed into $RESULTS/sampled_data (carried
-#       back in through DISTILLED); a variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,
+#       back in through DISTILLED; a seed carried in is not made again, and only the new seeds are packed); a variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,
 #       frozen_backbone_greedy, trains without them (the greedy answers only), over the same DFlash drafter, and
 #       one named with _soft on soft labels (the target's distributions, --labels target; LABELS=target: every run).
 #       Touches $RESULTS/train-bench.done.
@@ -105,19 +105,23 @@ AFTER=$after TURNS=followups MAX_PROMPT=768 PROMPTS=$fresh_prompts DISTILL_DIR=$
 DATASET=mbpp PROMPTS=$fresh_prompts DISTILL_DIR=$work/fresh/mbpp issue4 distill" || return 1
     bash bench/parts.sh pack "$work" "$results/fresh_data" fresh
   fi
-  if [ "${SAMPLED:-0}" -gt 0 ] && [ ! -d "$work/sampled" ]; then  # more answers once every prompt is used (below)
-    local after=$work/distill k items="issue4 sharegpt"
+  if [ "${SAMPLED:-0}" -gt 0 ]; then  # more answers once every prompt is used (below); seeds carried in are kept
+    local after=$work/distill k items="" made=()
     [ ! -d "$work/distill_followups" ] || after+=",$work/distill_followups"
     for k in $(seq 1 "$SAMPLED"); do
+      [ ! -d "$work/sampled/s$k" ] || continue
       items+="; DISTILL_TEMP=1 DISTILL_SEED=$k AFTER=$after PROMPTS=${FRESH_PROMPTS:-all} \
 DISTILL_DIR=$work/sampled/s$k/first issue4 distill"
       items+="; DISTILL_TEMP=1 DISTILL_SEED=$k AFTER=$after TURNS=followups MAX_PROMPT=768 \
 PROMPTS=${FRESH_PROMPTS:-all} DISTILL_DIR=$work/sampled/s$k/followups issue4 distill"
       items+="; DISTILL_TEMP=1 DISTILL_SEED=$k DATASET=mbpp PROMPTS=${FRESH_PROMPTS:-all} \
 DISTILL_DIR=$work/sampled/s$k/mbpp issue4 distill"
+      made+=("sampled/s$k")
     done
-    bash bench/h200_gpu.sh 0 "$items" || return 1
-    bash bench/parts.sh pack "$work" "$results/sampled_data" sampled
+    if [ ${#made[@]} -gt 0 ]; then  # only the new seeds: the carried ones are in git already
+      bash bench/h200_gpu.sh 0 "issue4 sharegpt$items" || return 1
+      bash bench/parts.sh pack "$work" "$results/sampled_data" "${made[@]}"
+    fi
   fi
 }
 

@@ -499,6 +499,13 @@ def test_frozen_backbone_trains_the_head_alone(workspace, trained, tmp_path):
         assert spec.tokens == vanilla, (name, drafter)
         runs[name, drafter] = [list(a) for a in spec.accepted]
     assert runs["dflash", dflash_export] == runs["dflash", tmp_path / "head" / "drafter"]
+    # Continuing that head (--init-from, as session 43 did) keeps the DFlash labelling, every weight from the export.
+    more = dataclasses.replace(DOMINO, init_from=str(tmp_path / "head" / "drafter"), freeze_backbone=True)
+    dcfg = drafter_config(model.cfg, more)
+    assert not dcfg.backbone.shift_label
+    _, params = init_drafter(model.cfg, dcfg, more)
+    export = load_dflash_checkpoint(tmp_path / "head" / "drafter", model.cfg)
+    jax.tree.map(np.testing.assert_array_equal, params, nnx.to_pure_dict(nnx.state(export)))
 
 
 def test_reach_weighted_head_trains_on_a_frozen_backbone(workspace, trained, tmp_path):

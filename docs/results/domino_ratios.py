@@ -64,12 +64,14 @@ def mean_mat(mats: dict[tuple[str, str], float], method: str) -> float:
     return sum(mats[t, method] for t in tasks) / len(tasks)
 
 
-def plot_head_curves(ax, runs: list[tuple[str, pathlib.Path]], title: str, legend_size: int) -> None:
-    """One line per training run: held-out teacher-forced accepted length, head over base (its frozen backbone's
-    logits), at each evaluation of the run's metrics.jsonl."""
-    for i, (label, run) in enumerate(runs):
+def plot_head_curves(ax, runs: list[tuple], title: str, legend_size: int) -> None:
+    """One line per training run, (label, run folder) or (label, run folder, steps it continued from): held-out
+    teacher-forced accepted length, head over base (its frozen backbone's logits), at each evaluation of the run's
+    metrics.jsonl."""
+    for i, (label, run, *start) in enumerate(runs):
+        offset = start[0] if start else 0
         evals = [r for r in map(json.loads, open(run / "metrics.jsonl")) if r["split"] == "eval"]
-        ax.plot([r["step"] for r in evals], [r["accept_len"] / r["base_accept_len"] for r in evals], "o-",
+        ax.plot([offset + r["step"] for r in evals], [r["accept_len"] / r["base_accept_len"] for r in evals], "o-",
                 color=f"C{i}", label=label)
     ax.axhline(1.0, color="black", linewidth=0.5)
     ax.set_xlabel("training step")
