@@ -32,6 +32,9 @@
 # Drafters exported by an earlier session (bench/parts.sh folders, e.g. .stage/drafters_dflash: 32 parts of 15 MiB)
 # travel the same way, a few parts a call; `carry` prints each call's carry list and command, SHA256SUM with the last:
 #   bash scripts/device_stage.sh carry drafters_dflash   # then INIT_FROM=/root/bg/.stage/drafters_dflash
+# A Domino head trained on a frozen DFlash drafter holds that drafter bit for bit, so its parts alone will do
+# (`carry drafters_domino`, INIT_FROM=/root/bg/.stage/drafters_domino TRAIN_DFLASH=0: bench/domino_head.py rebuilds
+# DFlash from it on the device).
 set -euo pipefail
 cmd=${1:?prepare|split|assemble|datasets|data-from-git|hold|release|carry}
 cd "$(dirname "$0")/.."
