@@ -32,11 +32,14 @@
 # Drafters exported by an earlier session (bench/parts.sh folders, e.g. .stage/drafters_dflash: 32 parts of 15 MiB)
 # travel the same way, a few parts a call; `carry` prints each call's carry list and command, SHA256SUM with the last:
 #   bash scripts/device_stage.sh carry drafters_dflash   # then INIT_FROM=/root/bg/.stage/drafters_dflash
+# The data folders (a call carries 8 paths at most, 64 MiB in all) travel whole, several a call, before the setup call:
+#   bash scripts/device_stage.sh carry-folders datasets datasets_sg distilled fresh_data distilled_followups \
+#       sampled_data sampled_data_s2
 # A Domino head trained on a frozen DFlash drafter holds that drafter bit for bit, so its parts alone will do
 # (`carry drafters_domino`, INIT_FROM=/root/bg/.stage/drafters_domino TRAIN_DFLASH=0: bench/domino_head.py rebuilds
 # DFlash from it on the device).
 set -euo pipefail
-cmd=${1:?prepare|split|assemble|datasets|data-from-git|hold|release|carry}
+cmd=${1:?prepare|split|assemble|datasets|data-from-git|hold|release|carry|carry-folders}
 cd "$(dirname "$0")/.."
 parked=(docs jspec/weights)
 case "$cmd" in
@@ -64,6 +67,32 @@ for f in files:
 keep = f"mkdir -p /root/bg/{folder} && mv {folder}/* /root/bg/{folder}/ && ls /root/bg/{folder} | wc -l"
 for i, carry in enumerate(calls, 1):
     print(f"call {i}/{len(calls)}: carry {json.dumps(carry)}\n  {keep}")
+PY
+    exit 0 ;;
+  carry-folders)  # whole .stage folders (distilled answers, datasets): one device call per line, each at most
+    # CARRY_MIB and 7 folders (a call carries 8 paths at most; the 8th is left for .whl)
+    [ $# -gt 1 ] || { echo "name the .stage folders to carry, e.g. distilled fresh_data sampled_data_s2" >&2; exit 2; }
+    shift
+    for name in "$@"; do [ -d ".stage/$name" ] || { echo ".stage/$name: no such folder" >&2; exit 2; }; done
+    python3 - "${CARRY_MIB:-60}" "$@" <<'PY'
+import json, pathlib, sys
+budget, names = int(sys.argv[1]) << 20, sys.argv[2:]
+sizes = {n: sum(f.stat().st_size for f in pathlib.Path(".stage", n).rglob("*") if f.is_file()) for n in names}
+for name, size in sizes.items():
+    if size > budget:
+        sys.exit(f".stage/{name} holds {size >> 20} MiB, more than a call's CARRY_MIB: pack it (bench/parts.sh) "
+                 f"and carry its parts with `carry {name}`")
+calls, load = [[]], 0
+for name in sorted(names, key=sizes.get, reverse=True):  # first fit, largest first
+    if calls[-1] and (load + sizes[name] > budget or len(calls[-1]) == 7):
+        calls.append([])
+        load = 0
+    calls[-1].append(name)
+    load += sizes[name]
+for i, group in enumerate(calls, 1):
+    paths = [f".stage/{n}" for n in group]
+    print(f"call {i}/{len(calls)}: carry {json.dumps(paths)}\n"
+          f"  mkdir -p /root/bg/.stage && cp -r {' '.join(paths)} /root/bg/.stage/ && ls /root/bg/.stage")
 PY
     exit 0 ;;
   data-from-git)  # distilled answers that earlier sessions committed with their records (bench/parts.sh folders)
@@ -104,6 +133,7 @@ case "$cmd" in
     mkdir -p "$home/models/$model"
     cat "$src"/part-* > "$home/models/$model/$name"
     (cd "$home/models/$model" && sha256sum -c "$OLDPWD/.stage/$model/SHA256SUM") ;;
-  *) echo "usage: $0 prepare|split|assemble MODEL [...] | datasets | data-from-git | hold | release | carry NAME" >&2
+  *) echo "usage: $0 prepare|split|assemble MODEL [...] | datasets | data-from-git | hold | release | carry NAME" \
+       "| carry-folders NAME..." >&2
      exit 2 ;;
 esac

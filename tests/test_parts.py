@@ -104,3 +104,36 @@ def test_carry_lists_fill_each_device_call_up_to_its_budget(work, tmp_path):
     assert listed.stdout.count("mv .stage/drafters/* /root/bg/.stage/drafters/") == 3
     missing = carry("nothing")
     assert missing.returncode == 2 and ".stage/nothing has no SHA256SUM" in missing.stderr
+
+
+def test_carry_folders_groups_whole_folders_by_size_and_path_count(tmp_path):
+    """scripts/device_stage.sh carry-folders: whole .stage folders, largest first, each call within CARRY_MIB and 7
+    paths; a folder larger than a call is refused with the way out (pack it, carry its parts)."""
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    stage = repo / "scripts" / "device_stage.sh"
+    stage.write_bytes((SCRIPT.parent.parent / "scripts" / "device_stage.sh").read_bytes())
+    sizes_kib = {"big": 700, "mid": 400, "small": 200, **{f"tiny{i}": 10 for i in range(8)}}
+    for name, kib in sizes_kib.items():
+        (repo / ".stage" / name / "sub").mkdir(parents=True)
+        (repo / ".stage" / name / "sub" / "data").write_bytes(os.urandom(kib << 10))
+
+    def carry(*names, mib="1"):
+        return subprocess.run(["bash", str(stage), "carry-folders", *names], capture_output=True, text=True,
+                              env={**os.environ, "CARRY_MIB": mib})
+
+    listed = carry(*sizes_kib)
+    assert listed.returncode == 0, listed.stderr
+    calls = [line for line in listed.stdout.splitlines() if line.startswith("call ")]
+    carried = [json.loads(line.split("carry ", 1)[1]) for line in calls]
+    assert carried[0] == [".stage/big"]  # 700 + 400 KiB would pass 1 MiB
+    assert carried[1][:2] == [".stage/mid", ".stage/small"]
+    assert all(len(call) <= 7 for call in carried)
+    assert sorted(p for call in carried for p in call) == sorted(f".stage/{n}" for n in sizes_kib)
+    for call in carried:
+        assert sum(sizes_kib[p.split("/")[1]] for p in call) <= 1024
+    assert f"cp -r {' '.join(carried[0])} /root/bg/.stage/" in listed.stdout
+    too_big = carry("big", mib="0")
+    assert too_big.returncode != 0 and "more than a call's CARRY_MIB" in too_big.stderr
+    missing = carry("nothing")
+    assert missing.returncode == 2 and ".stage/nothing: no such folder" in missing.stderr
