@@ -32,7 +32,8 @@
 # Drafters exported by an earlier session (bench/parts.sh folders, e.g. .stage/drafters_dflash: 32 parts of 15 MiB)
 # travel the same way, a few parts a call; `carry` prints each call's carry list and command, SHA256SUM with the last:
 #   bash scripts/device_stage.sh carry drafters_dflash   # then INIT_FROM=/root/bg/.stage/drafters_dflash
-# The data folders (a call carries 8 paths at most, 64 MiB in all) travel whole, several a call, before the setup call:
+# The data folders (a call carries 8 paths at most, 64 MiB in all) travel whole, several a call, after the first
+# chunk's call (which makes /root/bg) and before the setup call, which then carries .whl and SHA256SUM only:
 #   bash scripts/device_stage.sh carry-folders datasets datasets_sg distilled fresh_data distilled_followups \
 #       sampled_data sampled_data_s2
 # A Domino head trained on a frozen DFlash drafter holds that drafter bit for bit, so its parts alone will do
