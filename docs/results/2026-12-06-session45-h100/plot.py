@@ -1,0 +1,34 @@
+"""steps.png: session 44's soft-label head continued for 1,200 more steps on everything, with a third set of answers
+sampled at T = 1 added (session 45, on an H100).
+Left: held-out teacher-forced accepted length, head over its frozen backbone, during training (each session's steps
+counted from the last one's end).
+Middle: held-out teacher-forced accuracy per draft at the end of each session, and the backbone's (64 records).
+Right: the five-task benches, Domino's MAT over DFlash's in the same run, with 95% paired-bootstrap intervals
+(T = 0: sessions 43 (H200), 44 and 45 (H100); T = 1: sessions 44 and 45, both H100).
+Run from the repository root: python docs/results/2026-12-06-session45-h100/plot.py"""
+
+import pathlib
+import sys
+
+here = pathlib.Path(__file__).parent
+sys.path.insert(0, str(here.parent))
+from domino_ratios import plot_final_accuracy, plot_head_curves, plot_task_ratios, plt, save_figure  # noqa: E402
+
+S42 = here.parent / "2026-12-05-session42-h100"
+S43 = here.parent / "2026-12-06-session43-h200"
+S44 = here.parent / "2026-12-06-session44-h100"
+HEADS = [("s42: 1,800 steps", S42 / "domino_frozen_backbone_soft"),
+         ("s43: + 800 steps", S43 / "domino_frozen_backbone_soft", 1800),
+         ("s44: + 1,200 steps, + seed-2 answers", S44 / "domino_frozen_backbone_soft", 2600),
+         ("s45: + 1,200 steps, + seed-3 answers", here / "domino_frozen_backbone_soft", 3800)]
+BENCHES = [("s43 T = 0 (H200)", S43 / "bench5_t0"), ("s44 T = 0 (H100)", S44 / "bench5_t0"),
+           ("s45 T = 0 (H100)", here / "bench5_t0"), ("s44 T = 1 (H100)", S44 / "bench5_t1"),
+           ("s45 T = 1 (H100)", here / "bench5_t1")]
+
+fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
+plot_head_curves(curve, HEADS, "held-out gain over the backbone in training", legend_size=9)
+plot_final_accuracy(acc, [head[:2] for head in HEADS],
+                    [("s41 DFlash (the backbone of all four)", HEADS[0][1], "grey")], legend_size=9)
+plot_task_ratios(bench, BENCHES, "benches, 20 prompts a task")
+save_figure(fig, here / "steps.png", "Qwen2.5-Coder-1.5B: 1,200 more steps with a third set of T = 1 answers: "
+            "teacher-forced 1.165x -> 1.165x, walk MAT 1.103x -> 1.110x, bench 1.090x -> 1.098x (speed 1.068x)")
