@@ -55,6 +55,9 @@
 #       back in through DISTILLED; a seed carried in is not made again, and only the new seeds are packed); a variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,
 #       frozen_backbone_greedy, trains without them (the greedy answers only), over the same DFlash drafter, and
 #       one named with _soft on soft labels (the target's distributions, --labels target; LABELS=target: every run).
+#       FAIR_DFLASH_STEPS=N: the data-fair baseline of a head trained on answers its DFlash backbone never read
+#       (SAMPLED's later seeds): that DFlash drafter continued N steps on the same data (run dflash_fair), which the
+#       task walk and the benches compare Domino with instead.
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -166,7 +169,8 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     # A device machine can keep an earlier session's files, and training resumes from checkpoints it finds.
     # DOMINO_VARIANTS=a,b trains each recipe; the bench then takes the one with the highest held-out walk MAT
     variants=${DOMINO_VARIANTS:-${DOMINO_VARIANT:-tf_curriculum}}
-    rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash" "$work/dflash_all"
+    rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash" "$work/dflash_all" \
+      "$work/dflash_fair" "$work/fair_init"
     for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
     [ "$task_data" = 1 ] && task_walk=0
     if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
@@ -183,6 +187,10 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     fi
     if [ "${CROSSFIT:-0}" = 1 ] && { [ "${FRESH:-0}" != 1 ] || [ -z "${CROSSFIT_STEPS:-}" ]; }; then
       echo "CROSSFIT=1 trains DFlash on the training and the fresh answers: set FRESH=1 and CROSSFIT_STEPS" >&2; exit 2
+    fi
+    if [ -n "${FAIR_DFLASH_STEPS:-}" ] && [ "${CROSSFIT:-0}" = 1 ]; then
+      echo "FAIR_DFLASH_STEPS and CROSSFIT=1 each train the DFlash drafter the benches compare with: pick one" >&2
+      exit 2
     fi
     fresh_dirs=$work/fresh/first,$work/fresh/followups,$work/fresh/mbpp
     make_data || exit 1
@@ -238,6 +246,14 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       bash bench/h200_gpu.sh 0 "${train/STEPS=$STEPS/STEPS=$CROSSFIT_STEPS} INIT_FROM= INIT_LAYERS=target \
 DFLASH_RUN=dflash_all PLUS_DATA=$fresh_dirs issue5 dflash"
       bench_dflash=DFLASH_RUN=dflash_all
+    fi
+    if [ -n "${FAIR_DFLASH_STEPS:-}" ]; then  # the data-fair baseline of a head that read answers its backbone
+      # never did: that DFlash drafter continued on every run's data (PLUS_DATA included) for FAIR_DFLASH_STEPS steps,
+      # the one the benches then compare Domino with; Domino keeps the backbone it was trained on
+      mkdir -p "$work/fair_init/dflash_fair" && cp -r "$work/dflash/drafter" "$work/fair_init/dflash_fair/"
+      bash bench/h200_gpu.sh 0 "${train/STEPS=$STEPS/STEPS=$FAIR_DFLASH_STEPS} INIT_FROM=$work/fair_init \
+INIT_LAYERS=random DFLASH_RUN=dflash_fair issue5 dflash"
+      bench_dflash=DFLASH_RUN=dflash_fair
     fi
     runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
     best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
