@@ -15,8 +15,9 @@
 #       $RESULTS/train-profile.done.
 #   setsid nohup bash bench/h200_domino_relations.sh train-bench > /root/tb.log 2>&1 < /dev/null &
 #       after `bash bench/h200_issue3.sh setup` (MODELS=qwen2.5-coder-1.5b), and after `head` when both run
-#       (WAIT_FOR=$RESULTS/head.done): the training data of `data` (below), DFlash and Domino (TF + curriculum) at STEPS each on that data, then the 5-task bench of vanilla,
-#       dflash, domino_block and graft_tail at the first of CANDIDATES_LIST, and vanilla + domino_block at the
+#       (WAIT_FOR=$RESULTS/head.done): the training data of `data` (below), DFlash and Domino (TF + curriculum) at
+#       STEPS each on that data, then the 5-task bench of vanilla, dflash, domino_block and graft_tail at the first
+#       of CANDIDATES_LIST, and vanilla + domino_block at the
 #       others (BENCH_ENV: more VAR=VALUE words for every bench, e.g. CHUNK=128;
 #       BENCH_METHODS: the first bench's methods; DOMINO_VARIANT: the Domino recipe of `h200_issue5.sh domino`,
 #       default tf_curriculum; DOMINO_VARIANTS=a,b trains each and benches the one with the highest held-out walk
@@ -52,9 +53,10 @@
 #       FOLLOWUPS=N, the later turns of the training data's own conversations too). SAMPLED=N (with ALL_DATA=1) adds N
 #       sets of answers sampled at T = 1 (seeds 1 .. N) to FRESH's prompts, once every ShareGPT prompt is used: new
 #       tokens from prompts no held-out record shares a conversation with, packed into $RESULTS/sampled_data (carried
-#       back in through DISTILLED; a seed carried in is not made again, and only the new seeds are packed); a variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,
-#       frozen_backbone_greedy, trains without them (the greedy answers only), over the same DFlash drafter, and
-#       one named with _soft on soft labels (the target's distributions, --labels target; LABELS=target: every run).
+#       back in through DISTILLED; a seed carried in is not made again, and only the new seeds are packed); a
+#       variant named with _greedy, e.g. DOMINO_VARIANTS=frozen_backbone,frozen_backbone_greedy, trains without them
+#       (the greedy answers only), over the same DFlash drafter, and one named with _soft on soft labels (the
+#       target's distributions, --labels target; LABELS=target: every run).
 #       FAIR_DFLASH_STEPS=N: the data-fair baseline of a head trained on answers its DFlash backbone never read
 #       (SAMPLED's later seeds): that DFlash drafter continued N steps on the same data (run dflash_fair), which the
 #       task walk and the benches compare Domino with instead.
@@ -69,8 +71,9 @@
 #       the training data alone: PROMPTS ShareGPT answers (DISTILL_SKIP: past the first ones), with FOLLOWUPS=N|all
 #       answers to N of ShareGPT's later user turns after their history (up to 768 prompt tokens), and with
 #       TASK_DATA=1 the tasks' answers, each packed as soon as it exists into $RESULTS/distilled,
-#       $RESULTS/distilled_followups and $RESULTS/task_data for later sessions (h200_snapshot.sh sends the parts). DISTILLED=FOLDER[,FOLDER] unpacks such parts carried in
-#       from earlier sessions instead (2-6 minutes less); what they lack is made. Touches $RESULTS/data.done.
+#       $RESULTS/distilled_followups and $RESULTS/task_data for later sessions (h200_snapshot.sh sends the parts).
+#       DISTILLED=FOLDER[,FOLDER] unpacks such parts carried in from earlier sessions instead (2-6 minutes less);
+#       what they lack is made. Touches $RESULTS/data.done.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 results=${RESULTS:-/root/results}
