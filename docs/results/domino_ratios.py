@@ -1,7 +1,7 @@
-"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 40): the held-out walk runs compared
+"""Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 45): the held-out walk runs compared
 so far, a run's metrics rows and per-draft training accuracy, each run's walk MAT, a bench's MAT per task and method,
-the head-alone training curves, the walk and bench-mean scatters, the per-draft and ratio axes, the two panels'
-finish and the figure's save.
+the head-alone training curves, the continued-head figure (sessions 42 on), the walk and bench-mean scatters, the
+per-draft and ratio axes, the two panels' finish and the figure's save.
 Imported by those plot.py scripts (run from the repository root)."""
 
 import json
@@ -134,6 +134,18 @@ def plot_task_ratios(ax, benches: list[tuple[str, pathlib.Path]], title: str, ta
     ax.set_ylabel("domino_block_stop / dflash, MAT")
     ax.set_title(f"{title} (goal {GOAL})")
     ax.legend(fontsize=8)
+
+
+def head_sessions_figure(heads: list[tuple], backbone: str, benches: list[tuple[str, pathlib.Path]],
+                         bench_title: str, path: pathlib.Path, suptitle: str) -> None:
+    """The continued-head figure of sessions 42 on: training curves (`heads`, as for `plot_head_curves`), final
+    per-draft accuracy of each head with the first head's backbone dashed (labelled `backbone`), and the benches'
+    per-task ratios; saved to `path`."""
+    fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
+    plot_head_curves(curve, heads, "held-out gain over the backbone in training", legend_size=9)
+    plot_final_accuracy(acc, [head[:2] for head in heads], [(backbone, heads[0][1], "grey")], legend_size=9)
+    plot_task_ratios(bench, benches, bench_title)
+    save_figure(fig, path, suptitle)
 
 
 def finish_ratio_figure(fig, left, right, right_what: str, right_title: str, suptitle: str, path: pathlib.Path,

@@ -11,7 +11,7 @@ import sys
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import plot_final_accuracy, plot_head_curves, plot_task_ratios, plt, save_figure  # noqa: E402
+from domino_ratios import head_sessions_figure  # noqa: E402
 
 S41 = here.parent / "2026-12-05-session41-h100"
 HEADS = [("s41: 600 steps", S41 / "domino_frozen_backbone_soft"),
@@ -19,9 +19,6 @@ HEADS = [("s41: 600 steps", S41 / "domino_frozen_backbone_soft"),
 BENCHES = [("s41 600 steps, T = 0", S41 / "bench5_t0"), ("s42 1,800 steps, T = 0", here / "bench5_t0"),
            ("s42 1,800 steps, T = 1", here / "bench5_t1")]
 
-fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
-plot_head_curves(curve, HEADS, "held-out gain over the backbone in training", legend_size=9)
-plot_final_accuracy(acc, HEADS, [("s41 DFlash (the backbone of both)", HEADS[1][1], "grey")], legend_size=9)
-plot_task_ratios(bench, BENCHES, "bench, 20 prompts a task")
-save_figure(fig, here / "steps.png", "Qwen2.5-Coder-1.5B on an H100: a soft-label head trained alone for 1,800 steps "
-            "instead of 600 gains twice as much (bench 1.034x -> 1.069x), still short of 1.12x")
+head_sessions_figure(HEADS, "s41 DFlash (the backbone of both)", BENCHES, "bench, 20 prompts a task",
+                     here / "steps.png", "Qwen2.5-Coder-1.5B on an H100: a soft-label head trained alone for 1,800 "
+                     "steps instead of 600 gains twice as much (bench 1.034x -> 1.069x), still short of 1.12x")

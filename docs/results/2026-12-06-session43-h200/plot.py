@@ -12,17 +12,13 @@ import sys
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import plot_final_accuracy, plot_head_curves, plot_task_ratios, plt, save_figure  # noqa: E402
+from domino_ratios import head_sessions_figure  # noqa: E402
 
 S42 = here.parent / "2026-12-05-session42-h100"
 HEADS = [("s42: 1,800 steps", S42 / "domino_frozen_backbone_soft"),
          ("s43: + 800 steps", here / "domino_frozen_backbone_soft", 1800)]
 BENCHES = [("s42 1,800 steps (H100)", S42 / "bench5_t0"), ("s43 2,600 steps (H200)", here / "bench5_t0")]
 
-fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
-plot_head_curves(curve, HEADS, "held-out gain over the backbone in training", legend_size=9)
-plot_final_accuracy(acc, HEADS[:1] + [HEADS[1][:2]], [("s41 DFlash (the backbone of both)", HEADS[1][1], "grey")],
-                    legend_size=9)
-plot_task_ratios(bench, BENCHES, "bench T = 0, 20 prompts a task")
-save_figure(fig, here / "steps.png", "Qwen2.5-Coder-1.5B: 800 more steps on the same head, fresh schedule: walk MAT "
-            "1.078x -> 1.090x, bench 1.069x -> 1.084x (speed 1.051x), still short of 1.12x / 1.08x")
+head_sessions_figure(HEADS, "s41 DFlash (the backbone of both)", BENCHES, "bench T = 0, 20 prompts a task",
+                     here / "steps.png", "Qwen2.5-Coder-1.5B: 800 more steps on the same head, fresh schedule: walk "
+                     "MAT 1.078x -> 1.090x, bench 1.069x -> 1.084x (speed 1.051x), still short of 1.12x / 1.08x")

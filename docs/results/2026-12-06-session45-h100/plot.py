@@ -12,7 +12,7 @@ import sys
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import plot_final_accuracy, plot_head_curves, plot_task_ratios, plt, save_figure  # noqa: E402
+from domino_ratios import head_sessions_figure  # noqa: E402
 
 S42 = here.parent / "2026-12-05-session42-h100"
 S43 = here.parent / "2026-12-06-session43-h200"
@@ -25,10 +25,7 @@ BENCHES = [("s43 T = 0 (H200)", S43 / "bench5_t0"), ("s44 T = 0 (H100)", S44 / "
            ("s45 T = 0 (H100)", here / "bench5_t0"), ("s44 T = 1 (H100)", S44 / "bench5_t1"),
            ("s45 T = 1 (H100)", here / "bench5_t1")]
 
-fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
-plot_head_curves(curve, HEADS, "held-out gain over the backbone in training", legend_size=9)
-plot_final_accuracy(acc, [head[:2] for head in HEADS],
-                    [("s41 DFlash (the backbone of all four)", HEADS[0][1], "grey")], legend_size=9)
-plot_task_ratios(bench, BENCHES, "benches, 20 prompts a task")
-save_figure(fig, here / "steps.png", "Qwen2.5-Coder-1.5B: 1,200 more steps with a third set of T = 1 answers: "
-            "teacher-forced 1.165x -> 1.165x, walk MAT 1.103x -> 1.110x, bench 1.090x -> 1.098x (speed 1.068x)")
+head_sessions_figure(HEADS, "s41 DFlash (the backbone of all four)", BENCHES, "benches, 20 prompts a task",
+                     here / "steps.png", "Qwen2.5-Coder-1.5B: 1,200 more steps with a third set of T = 1 answers: "
+                     "teacher-forced 1.165x -> 1.165x, walk MAT 1.103x -> 1.110x, bench 1.090x -> 1.098x "
+                     "(speed 1.068x)")
