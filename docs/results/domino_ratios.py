@@ -137,13 +137,16 @@ def plot_task_ratios(ax, benches: list[tuple[str, pathlib.Path]], title: str, ta
 
 
 def head_sessions_figure(heads: list[tuple], backbone: str, benches: list[tuple[str, pathlib.Path]],
-                         bench_title: str, path: pathlib.Path, suptitle: str) -> None:
+                         bench_title: str, path: pathlib.Path, suptitle: str,
+                         other_backbones: list[tuple[str, pathlib.Path]] = ()) -> None:
     """The continued-head figure of sessions 42 on: training curves (`heads`, as for `plot_head_curves`), final
-    per-draft accuracy of each head with the first head's backbone dashed (labelled `backbone`), and the benches'
+    per-draft accuracy of each head with the first head's backbone dashed (labelled `backbone`; `other_backbones`:
+    (label, head run) for the backbones of heads on another DFlash drafter, dashed in black), and the benches'
     per-task ratios; saved to `path`."""
     fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
     plot_head_curves(curve, heads, "held-out gain over the backbone in training", legend_size=9)
-    plot_final_accuracy(acc, [head[:2] for head in heads], [(backbone, heads[0][1], "grey")], legend_size=9)
+    backbones = [(backbone, heads[0][1], "grey")] + [(label, run, "black") for label, run in other_backbones]
+    plot_final_accuracy(acc, [head[:2] for head in heads], backbones, legend_size=9)
     plot_task_ratios(bench, benches, bench_title)
     save_figure(fig, path, suptitle)
 
