@@ -243,6 +243,18 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       steps+="$vtrain $start $fresh issue5 domino $variant; "
     done
     bash bench/h200_gpu.sh 0 "$steps"
+    runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
+    best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
+    variant=${best#domino_}; echo "bench takes domino_$variant"
+    # packed before any baseline trains, so that its parts go back while that one does
+    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # the head alone when its backbone is DFlash's (2 polls), else 0.6 GB (10)
+      if [[ $variant == frozen_backbone* ]] && python3 bench/domino_head.py head "$work/domino_$variant/drafter" \
+          "$work/dflash/drafter" "$work/domino_${variant}_head"; then
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino_head" "domino_${variant}_head"
+      else
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
+      fi
+    fi
     bench_dflash=""
     if [ "${CROSSFIT:-0}" = 1 ]; then  # the baseline of a head on fresh answers over a backbone that never saw
       # them: DFlash trained from the target's layers on both sets, the one the benches compare Domino with
@@ -258,18 +270,7 @@ DFLASH_RUN=dflash_all PLUS_DATA=$fresh_dirs issue5 dflash"
 INIT_LAYERS=random DFLASH_RUN=dflash_fair issue5 dflash"
       bench_dflash=DFLASH_RUN=dflash_fair
     fi
-    runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
-    best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
-    variant=${best#domino_}; echo "bench takes domino_$variant"
     [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "$bench_dflash DOMINO_RUN=domino_$variant issue5 task-walk"
-    if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # the head alone when its backbone is DFlash's (2 polls), else 0.6 GB (10)
-      if [[ $variant == frozen_backbone* ]] && python3 bench/domino_head.py head "$work/domino_$variant/drafter" \
-          "$work/dflash/drafter" "$work/domino_${variant}_head"; then
-        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino_head" "domino_${variant}_head"
-      else
-        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
-      fi
-    fi
     first=1
     [ "${BENCH:-1}" = 1 ] || candidates=""  # BENCH=0: train (and pack) only, when the session's device time is short
     for k in ${candidates//,/ }; do
