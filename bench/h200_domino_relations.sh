@@ -59,7 +59,12 @@
 #       target's distributions, --labels target; LABELS=target: every run).
 #       FAIR_DFLASH_STEPS=N: the data-fair baseline of a head trained on answers its DFlash backbone never read
 #       (SAMPLED's later seeds): that DFlash drafter continued N steps on the same data (run dflash_fair), which the
-#       task walk and the benches compare Domino with instead.
+#       task walk and the benches compare Domino with instead. CONTINUE_AS=VARIANT (with INIT_FROM holding a
+#       frozen-backbone Domino's parts) starts DOMINO_VARIANTS' VARIANT from that Domino, so that a joint recipe
+#       (e.g. tf_curriculum_floor_soft, CURRICULUM_START=CURRICULUM_END=0.5) trains its backbone the same steps as
+#       dflash_fair: the steps-fair pair. TRANSFER_HEAD=1 (with FAIR_DFLASH_STEPS and such a Domino) also benches
+#       the carried head as it is on dflash_fair (bench/domino_head.py head, then join; run domino_transfer,
+#       bench5_transfer): whether a head survives its backbone's further training.
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -203,16 +208,20 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
       for parts in ${INIT_FROM//,/ }; do bash bench/parts.sh unpack "$parts" "$work/init" || exit 1; done
       init="INIT_FROM=$work/init"; layers=random  # the carried weights are the start
     fi
+    carried_head=$(ls -d "$work"/init/domino_frozen_backbone*/drafter 2>/dev/null | head -n 1)  # a head on DFlash
+    if [ -n "${CONTINUE_AS:-}" ]; then  # that head and its backbone continue as one Domino of a joint recipe
+      [ -n "$carried_head" ] || { echo "CONTINUE_AS needs a frozen-backbone Domino's parts in INIT_FROM" >&2; exit 2; }
+      mkdir -p "$work/init/domino_$CONTINUE_AS" && cp -r "$carried_head" "$work/init/domino_$CONTINUE_AS/"
+    fi
     train="TASK_DATA=$task_data INIT_LAYERS=$layers STEPS=${STEPS:?STEPS}"
     train+=" TIME_LIMIT=${TIME_LIMIT:-900} ${CURRICULUM_START:+CURRICULUM_START=$CURRICULUM_START}"
     plus=$fresh_dirs; [ "${SAMPLED:-0}" = 0 ] || plus+=",$(sampled_dirs)"
     [ "${ALL_DATA:-0}" = 1 ] && train+=" PLUS_DATA=$plus"  # one pass over every answer: nothing memorised
     if [ "${TRAIN_DFLASH:-1}" = 0 ]; then  # the carried DFlash drafter is the one benched, as it is
       if [ ! -d "$work/init/dflash/drafter" ]; then  # a head carried alone on its frozen backbone: that is DFlash
-        carried=$(ls -d "$work"/init/domino_frozen_backbone*/drafter 2>/dev/null | head -n 1)
-        [ -n "$carried" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts (or a frozen-backbone Domino's) in INIT_FROM" \
-          >&2; exit 2; }
-        python3 bench/domino_head.py backbone "$carried" "$work/init/dflash/drafter" || exit 1
+        [ -n "$carried_head" ] || { echo "TRAIN_DFLASH=0 needs DFlash's parts (or a frozen-backbone Domino's) in \
+INIT_FROM" >&2; exit 2; }
+        python3 bench/domino_head.py backbone "$carried_head" "$work/init/dflash/drafter" || exit 1
       fi
       rm -rf "$work/dflash"; mkdir -p "$work/dflash"; cp -r "$work/init/dflash/drafter" "$work/dflash/"
     else
@@ -269,6 +278,13 @@ DFLASH_RUN=dflash_all PLUS_DATA=$fresh_dirs issue5 dflash"
       bash bench/h200_gpu.sh 0 "${train/STEPS=$STEPS/STEPS=$FAIR_DFLASH_STEPS} INIT_FROM=$work/fair_init \
 INIT_LAYERS=random DFLASH_RUN=dflash_fair issue5 dflash"
       bench_dflash=DFLASH_RUN=dflash_fair
+      if [ "${TRANSFER_HEAD:-0}" = 1 ]; then  # the carried head, untrained further, on that continued DFlash drafter
+        [ -n "$carried_head" ] || { echo "TRANSFER_HEAD=1 needs a frozen-backbone Domino's parts in INIT_FROM" >&2
+          exit 2; }
+        python3 bench/domino_head.py head "$carried_head" "$work/dflash/drafter" "$work/transfer_head" &&
+          python3 bench/domino_head.py join "$work/dflash_fair/drafter" "$work/transfer_head" \
+            "$work/domino_transfer/drafter" || exit 1
+      fi
     fi
     [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "$bench_dflash DOMINO_RUN=domino_$variant issue5 task-walk"
     first=1
@@ -286,6 +302,10 @@ issue5 bench"
       fi
       first=0
     done
+    if [ -n "${candidates}" ] && [ -d "$work/domino_transfer/drafter" ]; then
+      bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_transfer CANDIDATES=${candidates%%,*} \
+METHODS=vanilla,dflash,domino_block_stop BENCH_NAME=bench5_transfer issue5 bench"
+    fi
     touch "$results/train-bench.done" ;;
   bench)
     rm -f "$results/bench.done"

@@ -69,3 +69,21 @@ def test_mismatched_pieces_are_refused(tmp_path):
     with pytest.raises(UserError, match="no head.safetensors"):
         domino_head.join(tmp_path / "dflash", tmp_path / "dflash", tmp_path / "joined")
     assert not (tmp_path / "joined").exists()
+
+
+def test_a_head_joins_a_continued_backbone(tmp_path):
+    """TRANSFER_HEAD (bench/h200_domino_relations.sh): a head moved onto its DFlash drafter trained further, which has
+    the same config and other weights, keeps its own tensors and takes every backbone tensor from the new drafter."""
+    domino = _save_domino(tmp_path / "domino")
+    domino_head.backbone(domino, tmp_path / "dflash")
+    domino_head.head(domino, tmp_path / "dflash", tmp_path / "head")
+    continued = DFlashDrafter(BACKBONE, dtype=jnp.bfloat16, rngs=nnx.Rngs(7))  # same config, other weights
+    save_dflash_checkpoint(continued, tmp_path / "continued", TARGET.num_layers)
+    domino_head.join(tmp_path / "continued", tmp_path / "head", tmp_path / "moved")
+    moved, backbone = read_safetensors(tmp_path / "moved"), read_safetensors(tmp_path / "continued")
+    head = read_safetensors(tmp_path / "head", "head.safetensors")
+    assert set(moved) == set(backbone) | set(head)
+    for name, x in (backbone | head).items():
+        assert np.array_equal(moved[name], x), name
+    assert not all(np.array_equal(moved[k], read_safetensors(domino)[k]) for k in backbone)
+    assert isinstance(load_dflash_checkpoint(tmp_path / "moved", TARGET), DominoDrafter)

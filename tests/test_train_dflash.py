@@ -508,6 +508,24 @@ def test_frozen_backbone_trains_the_head_alone(workspace, trained, tmp_path):
     jax.tree.map(np.testing.assert_array_equal, params, nnx.to_pure_dict(nnx.state(export)))
 
 
+def test_a_frozen_backbone_head_continues_jointly(workspace, trained, tmp_path):
+    """CONTINUE_AS (bench/h200_domino_relations.sh): a head trained on a frozen DFlash drafter, continued by a joint
+    recipe (--init-from without --freeze-backbone, λ held at 0.5), keeps the DFlash labelling, and now its backbone
+    trains too."""
+    root, model = workspace
+    dflash_export = trained["dflash"][0] / "drafter"
+    frozen = dataclasses.replace(DOMINO, steps=4, eval_every=4, init_backbone=str(dflash_export), freeze_backbone=True)
+    train_dflash(model, root / "data", tmp_path / "head", frozen, export_dtype="float32", progress=False)
+    joint = dataclasses.replace(DOMINO, steps=4, eval_every=4, init_from=str(tmp_path / "head" / "drafter"),
+                                curriculum_start=0.5, curriculum_end=0.5)
+    assert not drafter_config(model.cfg, joint).backbone.shift_label
+    np.testing.assert_array_equal(curriculum(joint), np.full(4, 0.5, np.float32))
+    train_dflash(model, root / "data", tmp_path / "joint", joint, export_dtype="float32", progress=False)
+    base, got = drafter_tensors(trained["dflash"][0]), drafter_tensors(tmp_path / "joint")
+    assert any(not np.allclose(got[name], base[name]) for name in base)
+    assert all(r["lambda"] == 0.5 for r in run_metrics(tmp_path / "joint") if r["split"] == "train")
+
+
 def test_reach_weighted_head_trains_on_a_frozen_backbone(workspace, trained, tmp_path):
     """The head alone with --position-weights reach: its loss falls, and the held-out base accepted length is the
     DFlash drafter's (the backbone stays frozen)."""
