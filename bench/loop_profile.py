@@ -43,7 +43,8 @@ def main():
     if args.prompt >= len(prompts):
         ap.error(f"--prompt {args.prompt}: {args.dataset} has {len(prompts)} usable prompts")
     ids = prompts[args.prompt]["ids"]
-    widest = max(len(p["ids"]) for d in args.width_datasets.split(",") for p in _encode(model, load_prompts(d, 20), 1024))
+    widest = max(len(p["ids"]) for d in args.width_datasets.split(",")
+                 for p in _encode(model, load_prompts(d, 20), 1024))
     width = -(-max(widest, len(ids)) // 64) * 64  # the bench's padded width and cache size
     cache_len = width + args.max_new_tokens + 128
     device = "/device:GPU:0" if jax.devices()[0].platform == "gpu" else "/host:CPU"

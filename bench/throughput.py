@@ -52,8 +52,8 @@ def main():
             tokens = sum(r["new_tokens"] for r in records)
             steps = sum(r["steps"] for r in records)
             seconds = records[0]["seconds"]
-            rows.append({"method": name, "batch": b, "tokens": tokens, "seconds": seconds, "tok_per_s": tokens / seconds,
-                         "mat": tokens / steps})
+            rows.append({"method": name, "batch": b, "tokens": tokens, "seconds": seconds,
+                         "tok_per_s": tokens / seconds, "mat": tokens / steps})
             print(f"{name:16s} batch {b:3d}  {tokens / seconds:9.1f} tok/s  MAT {tokens / steps:5.2f}", flush=True)
     report = {"date": time.strftime("%Y-%m-%d"), "device": jax.devices()[0].device_kind, "jax": jax.__version__,
               "model": args.model, "dtype": args.dtype, "dataset": args.dataset,

@@ -201,7 +201,8 @@ def markdown(rows: list[dict], copy_gbps: float | None) -> str:
             if name == "kernel":
                 cells.append(f"{100 * r['kernel_GBps'] / copy_gbps:.0f}%" if copy_gbps else "")
                 alone = "kernel_only_us" in r
-                cells += [f"{r['kernel_only_us']:.1f}" if alone else "", f"{r['kernel_only_GBps']:.0f}" if alone else "",
+                cells += [f"{r['kernel_only_us']:.1f}" if alone else "",
+                          f"{r['kernel_only_GBps']:.0f}" if alone else "",
                           f"{100 * r['kernel_only_GBps'] / copy_gbps:.0f}%" if alone and copy_gbps else ""]
         cells.append(f"{r['reference_us'] / r['kernel_us']:.2f}x")
         cells.append(f"{r['kernel_other_layout_us']:.1f}" if "kernel_other_layout_us" in r else "")

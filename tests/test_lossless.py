@@ -64,6 +64,6 @@ def test_greedy_equals_vanilla_ragged_batch3(smollm2, prompt_ids, vanilla_tokens
     rows = [0, 2, 4]  # different prompt lengths, different acceptance per step
     method, params = build(name, smollm2, **OPTIONS.get(name, {}))
     res = speculative_generate(smollm2.graphdef, smollm2.params, [prompt_ids[i] for i in rows],
-                               method=method, method_params=params, max_new_tokens=NEW_TOKENS, eos_ids=smollm2.eos_token_ids,
-                               max_cache_len=512)
+                               method=method, method_params=params, max_new_tokens=NEW_TOKENS,
+                               eos_ids=smollm2.eos_token_ids, max_cache_len=512)
     assert res.tokens == [vanilla_tokens[i] for i in rows]

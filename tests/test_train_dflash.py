@@ -434,7 +434,8 @@ def test_evaluate_scores_exports_as_the_trainer_scored_them(workspace, trained, 
 
 @pytest.mark.parametrize("change, message", [
     (["--held-out", "4", "--limit", "4"], "--held-out and --limit choose the records in two ways"),
-    (["--seq-len", "4", "--anchors-per-seq", "3"], "--seq-len 4 is shorter than a block of .*drafter and its anchor: use at least 5"),
+    (["--seq-len", "4", "--anchors-per-seq", "3"],
+     "--seq-len 4 is shorter than a block of .*drafter and its anchor: use at least 5"),
     (["--anchors-per-seq", "64"], "--anchors-per-seq 64 exceeds the 63 anchor positions"),
     (["--drafter", "/nowhere"], "/nowhere: no such checkpoint directory"),
     (["--data", "/nowhere"], "--data /nowhere: no such folder"),

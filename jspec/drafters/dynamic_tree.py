@@ -25,7 +25,8 @@ expanding there (its frontier is dead from then on, its deeper candidates −inf
 nodes of the rerank: the top by score among the nodes expanded so far, a connected subtree by the argument above.
 The levels between two checkpoints form one `lax.cond`: when no row of the batch is still expanding, their
 `step_fn` calls are skipped, so a batch of one saves the drafting compute (one branch per segment, not per level:
-on GPU each branch decision reads its predicate on the host). A checkpoint deeper than depth − 1 never fires (its level is never drafted).
+on GPU each branch decision reads its predicate on the host). A checkpoint deeper than depth − 1 never fires (its
+level is never drafted).
 """
 
 import dataclasses

@@ -14,7 +14,8 @@ from jspec.errors import UserError
 
 
 def read_config(path: pathlib.Path, kind: str) -> dict:
-    """`path/config.json` as a dict; `kind` names the checkpoint in errors, with its article ("an EAGLE-3", "a DFlash/Domino")."""
+    """`path/config.json` as a dict; `kind` names the checkpoint in errors, with its article ("an EAGLE-3",
+    "a DFlash/Domino")."""
     if not path.is_dir():
         raise UserError(f"{path}: no such checkpoint directory")
     config_path = path / "config.json"

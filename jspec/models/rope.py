@@ -34,7 +34,8 @@ def _llama3_scaling(inv_freq: np.ndarray, rope: RopeConfig) -> np.ndarray:
     high_wavelen = rope.original_max_position / rope.high_freq_factor
     wavelen = 2 * math.pi / inv_freq
     scaled = np.where(wavelen > low_wavelen, inv_freq / rope.factor, inv_freq)
-    smooth = (rope.original_max_position / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor)
+    smooth = ((rope.original_max_position / wavelen - rope.low_freq_factor)
+              / (rope.high_freq_factor - rope.low_freq_factor))
     smoothed = (1 - smooth) * scaled / rope.factor + smooth * scaled
     medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
     return np.where(medium, smoothed, scaled)

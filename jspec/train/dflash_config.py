@@ -126,8 +126,8 @@ class DFlashTrainConfig:
 def drafter_config(target_cfg: ModelConfig, cfg: DFlashTrainConfig) -> DFlashConfig | DominoConfig:
     """The official architecture for the target: its layer shape, DFlash's tap rule, the last id as mask token;
     Domino adds its head on a `shift_label` backbone with one uncorrected leading draft. A backbone started from
-    `cfg.init_backbone` (or `cfg.init_from`) keeps that checkpoint's labelling: a DFlash export's row k predicts start + k, and a frozen
-    (or briefly trained) one would draft garbage if asked for start + k + 1."""
+    `cfg.init_backbone` (or `cfg.init_from`) keeps that checkpoint's labelling: a DFlash export's row k predicts
+    start + k, and a frozen (or briefly trained) one would draft garbage if asked for start + k + 1."""
     shift_label = cfg.domino
     start = cfg.init_backbone or cfg.init_from  # a continued frozen-backbone head keeps its DFlash labelling too
     if cfg.domino and start:
