@@ -64,7 +64,9 @@
 #       (e.g. tf_curriculum_floor_soft, CURRICULUM_START=CURRICULUM_END=0.5) trains its backbone the same steps as
 #       dflash_fair: the steps-fair pair. TRANSFER_HEAD=1 (with FAIR_DFLASH_STEPS and such a Domino) also benches
 #       the carried head as it is on dflash_fair (bench/domino_head.py head, then join; run domino_transfer,
-#       bench5_transfer): whether a head survives its backbone's further training.
+#       bench5_transfer): whether a head survives its backbone's further training. SEND_FAIR=1 packs dflash_fair's
+#       drafter into $RESULTS/drafters_dflash as dflash/drafter (32 parts), so that a later session continues both
+#       chains (INIT_FROM=that folder,the Domino's; TRAIN_DFLASH=0 FAIR_DFLASH_STEPS=N, the Domino variant by name).
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -278,6 +280,11 @@ DFLASH_RUN=dflash_all PLUS_DATA=$fresh_dirs issue5 dflash"
       bash bench/h200_gpu.sh 0 "${train/STEPS=$STEPS/STEPS=$FAIR_DFLASH_STEPS} INIT_FROM=$work/fair_init \
 INIT_LAYERS=random DFLASH_RUN=dflash_fair issue5 dflash"
       bench_dflash=DFLASH_RUN=dflash_fair
+      if [ "${SEND_FAIR:-0}" = 1 ]; then  # the continued drafter as dflash/drafter, the name INIT_FROM continues
+        rm -rf "$work/fair_export" && mkdir -p "$work/fair_export/dflash" &&
+          cp -r "$work/dflash_fair/drafter" "$work/fair_export/dflash/" &&
+          COMPRESS=0 bash bench/parts.sh pack "$work/fair_export" "$results/drafters_dflash" dflash/drafter
+      fi
       if [ "${TRANSFER_HEAD:-0}" = 1 ]; then  # the carried head, untrained further, on that continued DFlash drafter
         [ -n "$carried_head" ] || { echo "TRANSFER_HEAD=1 needs a frozen-backbone Domino's parts in INIT_FROM" >&2
           exit 2; }
