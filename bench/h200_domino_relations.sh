@@ -311,7 +311,7 @@ issue5 bench"
     done
     if [ -n "${candidates}" ] && [ -d "$work/domino_transfer/drafter" ]; then
       bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_transfer CANDIDATES=${candidates%%,*} \
-METHODS=vanilla,dflash,domino_block_stop BENCH_NAME=bench5_transfer issue5 bench"
+METHODS=vanilla,domino_block_stop BENCH_NAME=bench5_transfer issue5 bench"  # DFlash's MAT: bench5_t0's (T = 0)
     fi
     touch "$results/train-bench.done" ;;
   bench)
