@@ -40,7 +40,7 @@ from jspec.drafters.domino import DominoDrafter
 from jspec.models.precision import einsum_f32
 from jspec.models.rope import apply_rope
 
-LOGITS_PER_CHUNK = 2**26  # vocabulary logits held at once by the loss (256 MiB in float32)
+LOGITS_PER_CHUNK = 2**28  # vocabulary logits held at once by the loss (1 GiB in float32)
 
 
 @jax.tree_util.register_dataclass
@@ -208,8 +208,8 @@ def _ce_terms(logits: Float[Array, "M J V"], labels: Int[Array, "M J"], valid: B
     `labels`."""
     if soft is None:
         picked = jnp.take_along_axis(logits, labels[..., None], axis=-1)[..., 0]
-    else:
-        picked = jnp.einsum("mjv,mjv->mj", soft, logits)
+    else:  # a product and a sum: one fused reduction that casts `soft` as it reads it
+        picked = jnp.sum(soft.astype(jnp.float32) * logits, axis=-1)
     ce = jax.nn.logsumexp(logits, axis=-1) - picked
     weights = jnp.where(valid, reach_weights(ce, valid) if reach else decay, 0.0)
     correct = (jnp.argmax(logits, axis=-1) == labels) & valid
@@ -267,7 +267,7 @@ def block_loss(model: DFlashDrafter | DominoDrafter, embed: Float[Array, "V H"],
     def chunk(xs):
         rows_c, prev_c, labels_c, valid_c, pre_c, teacher_c = xs
         final, base = draft_logits(model, embed, lm_head, rows_c, prev_c, ttt, pre_c)
-        soft = None if teacher_c is None else flat_teacher[teacher_c].astype(jnp.float32)
+        soft = None if teacher_c is None else flat_teacher[teacher_c]
         out = {f"final_{k}": v for k, v in _ce_terms(final, labels_c, valid_c, decay, reach, soft).items()}
         return out | {f"base_{k}": v for k, v in _ce_terms(base, labels_c, valid_c, decay, reach, soft).items()}
 
