@@ -67,6 +67,9 @@
 #       bench5_transfer): whether a head survives its backbone's further training. SEND_FAIR=1 packs dflash_fair's
 #       drafter into $RESULTS/drafters_dflash as dflash/drafter (32 parts), so that a later session continues both
 #       chains (INIT_FROM=that folder,the Domino's; TRAIN_DFLASH=0 FAIR_DFLASH_STEPS=N, the Domino variant by name).
+#       DOMINO_ON_DFLASH=1 starts every Domino variant's backbone as this run's DFlash drafter (--init-backbone, the
+#       head fresh), so that with FAIR_DFLASH_STEPS=DOMINO_STEPS one session forks one DFlash drafter into the
+#       steps-fair pair: a joint Domino and DFlash, each continued the same steps, with nothing carried in.
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -228,7 +231,9 @@ INIT_FROM" >&2; exit 2; }
       rm -rf "$work/dflash"; mkdir -p "$work/dflash"; cp -r "$work/init/dflash/drafter" "$work/dflash/"
     else
       bash bench/h200_gpu.sh 0 "$train $init issue5 dflash"
-      if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # for --init-from in a later session: 0.5 GB, sent while Domino trains
+      # for --init-from in a later session: 0.5 GB, sent while Domino trains; with SEND_FAIR=1 the continued drafter
+      # goes back under that name instead
+      if [ "${SEND_DRAFTERS:-0}" = 1 ] && [ "${SEND_FAIR:-0}" != 1 ]; then
         COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_dflash" dflash/drafter
       fi
     fi
@@ -240,7 +245,7 @@ INIT_FROM" >&2; exit 2; }
       start=$init recipe=${variant%_fresh}; recipe=${recipe%_greedy}; recipe=${recipe%_soft}
       if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
         :
-      elif [ "$recipe" = frozen_backbone ]; then
+      elif [ "$recipe" = frozen_backbone ] || [ "${DOMINO_ON_DFLASH:-0}" = 1 ]; then
         start="INIT_FROM= INIT_LAYERS= INIT_BACKBONE=$work/dflash/drafter"  # the backbone is the start
       elif [ -n "$init" ]; then
         start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
