@@ -1,0 +1,109 @@
+"""bench/h200_domino_relations.sh train-bench, with its GPU steps replaced by a stub that logs them and makes the
+folders they would: which drafters each run starts from, which come back, and what the bench compares."""
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+
+import pytest
+
+BENCH = pathlib.Path(__file__).parent.parent / "bench"
+
+# Each item of a step list as `ENV... | script step args`; a training or distilling step makes its output folder, a
+# drafter's weights random bytes, so that an export can be told from another.
+GPU_STUB = r"""#!/usr/bin/env bash
+set -uo pipefail
+IFS=';' read -ra items <<< "${2:-}"
+for item in "${items[@]}"; do
+  read -ra words <<< "$item"
+  envs=()
+  while [ ${#words[@]} -gt 0 ] && [[ ${words[0]} == *=* ]]; do envs+=("${words[0]}"); words=("${words[@]:1}"); done
+  [ ${#words[@]} -gt 0 ] || continue
+  echo "${envs[*]} | ${words[*]}" >> "$RESULTS/steps.log"
+  declare -A e=(); for kv in "${envs[@]}"; do e[${kv%%=*}]=${kv#*=}; done
+  case "${words[0]} ${words[1]:-}" in
+    "issue4 distill") d=${e[DISTILL_DIR]:-$WORK/distill}; mkdir -p "$d"; echo answers > "$d/shard.npz" ;;
+    "issue5 dflash") d=$WORK/${e[DFLASH_RUN]:-dflash}/drafter ;;
+    "issue5 domino") d=$WORK/domino_${words[2]}/drafter ;;
+    *) d="" ;;
+  esac
+  if [[ "${words[0]} ${words[1]:-}" == "issue5 d"* ]]; then
+    mkdir -p "$d"; head -c 4096 /dev/urandom > "$d/model.safetensors"
+  fi
+  unset e
+done
+"""
+
+COMMON = {"FRESH": "1", "ALL_DATA": "1", "SAMPLED": "2", "TASK_WALK": "0", "EVALS": "4", "TIME_LIMIT": "700",
+          "DOMINO_VARIANTS": "tf_curriculum_floor_soft", "CURRICULUM_START": "0.5", "CURRICULUM_END": "0.5",
+          "SEND_DRAFTERS": "1", "SEND_FAIR": "1", "BENCH_METHODS": "vanilla,dflash,domino_block_stop"}
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """The script and what it calls on the CPU (parts.sh, best_walk.py), with the GPU step runner stubbed."""
+    (tmp_path / "bench").mkdir()
+    for name in ("h200_domino_relations.sh", "parts.sh", "best_walk.py"):
+        shutil.copy(BENCH / name, tmp_path / "bench" / name)
+    (tmp_path / "bench" / "h200_gpu.sh").write_text(GPU_STUB)
+    return tmp_path
+
+
+def _train_bench(repo: pathlib.Path, work: pathlib.Path, results: pathlib.Path, **env) -> tuple[list[str], str]:
+    """The GPU steps the script ran, in order (without their long PLUS_DATA lists), and its output."""
+    env = {**os.environ, **COMMON, "WORK": str(work), "RESULTS": str(results), "PART_SIZE": "64K", **env}
+    done = subprocess.run(["bash", str(repo / "bench" / "h200_domino_relations.sh"), "train-bench"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (results / "train-bench.done").exists()
+    steps = [re.sub(r" PLUS_DATA=\S*", "", line) for line in (results / "steps.log").read_text().splitlines()]
+    return steps, done.stdout
+
+
+def _unpacked(repo: pathlib.Path, parts: pathlib.Path, dest: pathlib.Path) -> pathlib.Path:
+    done = subprocess.run(["bash", str(repo / "bench" / "parts.sh"), "unpack", str(parts), str(dest)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return dest
+
+
+def test_one_session_forks_dflash_into_the_steps_fair_pair_and_later_ones_continue_both(repo, tmp_path):
+    """DOMINO_ON_DFLASH=1: DFlash trains STEPS from the target's layers; the joint Domino starts from that drafter
+    (head fresh) and DFlash continues from it, the same steps each; the bench compares the two; the continued DFlash
+    (not the STEPS one) and the Domino go back. A later session carries both in and continues each chain."""
+    work, results = tmp_path / "w1", tmp_path / "r1"
+    steps, out = _train_bench(repo, work, results, STEPS="1000", DOMINO_STEPS="600", FAIR_DFLASH_STEPS="600",
+                         DOMINO_ON_DFLASH="1")
+    trains = [s for s in steps if "issue5 dflash" in s or "issue5 domino" in s]
+    assert len(trains) == 3
+    assert "INIT_LAYERS=target STEPS=1000" in trains[0] and trains[0].endswith("| issue5 dflash")
+    assert "STEPS=600" in trains[1] and f"INIT_FROM= INIT_LAYERS= INIT_BACKBONE={work}/dflash/drafter" in trains[1]
+    assert trains[1].endswith("| issue5 domino tf_curriculum_floor_soft")
+    assert "STEPS=600" in trains[2] and f"INIT_FROM={work}/fair_init" in trains[2]
+    assert "DFLASH_RUN=dflash_fair" in trains[2]
+    assert steps[-1].startswith("DFLASH_RUN=dflash_fair DOMINO_RUN=domino_tf_curriculum_floor_soft")
+    assert steps[-1].endswith("| issue5 bench")
+    assert out.count("packed dflash/drafter") == 1  # its parts travel once, while the benches run
+    sent = _unpacked(repo, results / "drafters_dflash", tmp_path / "sent")
+    assert (sent / "dflash/drafter/model.safetensors").read_bytes() == \
+        (work / "dflash_fair/drafter/model.safetensors").read_bytes()  # the continued drafter, not the fork's start
+    _unpacked(repo, results / "drafters_domino", sent)
+    assert (sent / "domino_tf_curriculum_floor_soft/drafter/model.safetensors").read_bytes() == \
+        (work / "domino_tf_curriculum_floor_soft/drafter/model.safetensors").read_bytes()
+
+    work2, results2 = tmp_path / "w2", tmp_path / "r2"
+    later, _ = _train_bench(repo, work2, results2, STEPS="600", DOMINO_STEPS="600", FAIR_DFLASH_STEPS="600",
+                         TRAIN_DFLASH="0", DISTILLED=f"{results}/distilled,{results}/fresh_data,{results}/sampled_data",
+                         INIT_FROM=f"{results}/drafters_dflash,{results}/drafters_domino")
+    trains = [s for s in later if "issue5 dflash" in s or "issue5 domino" in s]
+    assert not any("distill" in s for s in later)  # the answers came back in as parts
+    assert len(trains) == 2
+    assert f"INIT_FROM={work2}/init" in trains[0] and trains[0].endswith("| issue5 domino tf_curriculum_floor_soft")
+    assert "INIT_BACKBONE" not in trains[0]
+    assert f"INIT_FROM={work2}/fair_init" in trains[1] and "DFLASH_RUN=dflash_fair" in trains[1]
+    assert (work2 / "init/domino_tf_curriculum_floor_soft/drafter/model.safetensors").read_bytes() == \
+        (work / "domino_tf_curriculum_floor_soft/drafter/model.safetensors").read_bytes()
+    assert (work2 / "fair_init/dflash_fair/drafter/model.safetensors").read_bytes() == \
+        (work / "dflash_fair/drafter/model.safetensors").read_bytes()  # DFlash's chain continues where it stopped
