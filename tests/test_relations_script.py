@@ -1,5 +1,6 @@
-"""bench/h200_domino_relations.sh train-bench, with its GPU steps replaced by a stub that logs them and makes the
-folders they would: which drafters each run starts from, which come back, and what the bench compares."""
+"""bench/h200_domino_relations.sh train-bench through the real step runner (bench/h200_gpu.sh, whose log names each
+step), with the GPU steps stubbed to make the folders they would: which drafters each run starts from, which come
+back, and what the bench compares."""
 
 import os
 import pathlib
@@ -11,29 +12,19 @@ import pytest
 
 BENCH = pathlib.Path(__file__).parent.parent / "bench"
 
-# Each item of a step list as `ENV... | script step args`; a training or distilling step makes its output folder, a
-# drafter's weights random bytes, so that an export can be told from another.
-GPU_STUB = r"""#!/usr/bin/env bash
-set -uo pipefail
-IFS=';' read -ra items <<< "${2:-}"
-for item in "${items[@]}"; do
-  read -ra words <<< "$item"
-  envs=()
-  while [ ${#words[@]} -gt 0 ] && [[ ${words[0]} == *=* ]]; do envs+=("${words[0]}"); words=("${words[@]:1}"); done
-  [ ${#words[@]} -gt 0 ] || continue
-  echo "${envs[*]} | ${words[*]}" >> "$RESULTS/steps.log"
-  declare -A e=(); for kv in "${envs[@]}"; do e[${kv%%=*}]=${kv#*=}; done
-  case "${words[0]} ${words[1]:-}" in
-    "issue4 distill") d=${e[DISTILL_DIR]:-$WORK/distill}; mkdir -p "$d"; echo answers > "$d/shard.npz" ;;
-    "issue5 dflash") d=$WORK/${e[DFLASH_RUN]:-dflash}/drafter ;;
-    "issue5 domino") d=$WORK/domino_${words[2]}/drafter ;;
-    *) d="" ;;
-  esac
-  if [[ "${words[0]} ${words[1]:-}" == "issue5 d"* ]]; then
-    mkdir -p "$d"; head -c 4096 /dev/urandom > "$d/model.safetensors"
-  fi
-  unset e
-done
+# The steps that bench/h200_gpu.sh (the real one) runs, stubbed: a distilling step makes its answer folder, a
+# training step its exported drafter, random bytes, so that one export can be told from another.
+ISSUE4_STUB = """#!/usr/bin/env bash
+[ "$1" = distill ] || exit 0
+d=${DISTILL_DIR:-$WORK/distill}; mkdir -p "$d"; echo answers > "$d/shard.npz"
+"""
+ISSUE5_STUB = """#!/usr/bin/env bash
+case "$1" in
+  dflash) d=$WORK/${DFLASH_RUN:-dflash}/drafter ;;
+  domino) d=$WORK/domino_$2/drafter ;;
+  *) exit 0 ;;
+esac
+mkdir -p "$d"; head -c 4096 /dev/urandom > "$d/model.safetensors"
 """
 
 COMMON = {"FRESH": "1", "ALL_DATA": "1", "SAMPLED": "2", "TASK_WALK": "0", "EVALS": "4", "TIME_LIMIT": "700",
@@ -43,11 +34,12 @@ COMMON = {"FRESH": "1", "ALL_DATA": "1", "SAMPLED": "2", "TASK_WALK": "0", "EVAL
 
 @pytest.fixture
 def repo(tmp_path):
-    """The script and what it calls on the CPU (parts.sh, best_walk.py), with the GPU step runner stubbed."""
+    """The script, its step runner and what it calls on the CPU (parts.sh, best_walk.py); the GPU steps stubbed."""
     (tmp_path / "bench").mkdir()
-    for name in ("h200_domino_relations.sh", "parts.sh", "best_walk.py"):
+    for name in ("h200_domino_relations.sh", "h200_gpu.sh", "parts.sh", "best_walk.py"):
         shutil.copy(BENCH / name, tmp_path / "bench" / name)
-    (tmp_path / "bench" / "h200_gpu.sh").write_text(GPU_STUB)
+    (tmp_path / "bench" / "h200_issue4.sh").write_text(ISSUE4_STUB)
+    (tmp_path / "bench" / "h200_issue5.sh").write_text(ISSUE5_STUB)
     return tmp_path
 
 
@@ -58,7 +50,8 @@ def _train_bench(repo: pathlib.Path, work: pathlib.Path, results: pathlib.Path, 
                           capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert (results / "train-bench.done").exists()
-    steps = [re.sub(r" PLUS_DATA=\S*", "", line) for line in (results / "steps.log").read_text().splitlines()]
+    items = re.findall(r"^=== gpu 0: (.*) \(\d\d:\d\d:\d\d\)$", done.stdout, flags=re.M)  # h200_gpu.sh's log
+    steps = [" ".join(re.sub(r"PLUS_DATA=\S*", "", item).split()) for item in items]
     return steps, done.stdout
 
 
@@ -78,13 +71,13 @@ def test_one_session_forks_dflash_into_the_steps_fair_pair_and_later_ones_contin
                          DOMINO_ON_DFLASH="1")
     trains = [s for s in steps if "issue5 dflash" in s or "issue5 domino" in s]
     assert len(trains) == 3
-    assert "INIT_LAYERS=target STEPS=1000" in trains[0] and trains[0].endswith("| issue5 dflash")
+    assert "INIT_LAYERS=target STEPS=1000" in trains[0] and trains[0].endswith(" issue5 dflash")
     assert "STEPS=600" in trains[1] and f"INIT_FROM= INIT_LAYERS= INIT_BACKBONE={work}/dflash/drafter" in trains[1]
-    assert trains[1].endswith("| issue5 domino tf_curriculum_floor_soft")
+    assert trains[1].endswith(" issue5 domino tf_curriculum_floor_soft")
     assert "STEPS=600" in trains[2] and f"INIT_FROM={work}/fair_init" in trains[2]
     assert "DFLASH_RUN=dflash_fair" in trains[2]
     assert steps[-1].startswith("DFLASH_RUN=dflash_fair DOMINO_RUN=domino_tf_curriculum_floor_soft")
-    assert steps[-1].endswith("| issue5 bench")
+    assert steps[-1].endswith(" issue5 bench")
     assert out.count("packed dflash/drafter") == 1  # its parts travel once, while the benches run
     sent = _unpacked(repo, results / "drafters_dflash", tmp_path / "sent")
     assert (sent / "dflash/drafter/model.safetensors").read_bytes() == \
@@ -100,7 +93,7 @@ def test_one_session_forks_dflash_into_the_steps_fair_pair_and_later_ones_contin
     trains = [s for s in later if "issue5 dflash" in s or "issue5 domino" in s]
     assert not any("distill" in s for s in later)  # the answers came back in as parts
     assert len(trains) == 2
-    assert f"INIT_FROM={work2}/init" in trains[0] and trains[0].endswith("| issue5 domino tf_curriculum_floor_soft")
+    assert f"INIT_FROM={work2}/init" in trains[0] and trains[0].endswith(" issue5 domino tf_curriculum_floor_soft")
     assert "INIT_BACKBONE" not in trains[0]
     assert f"INIT_FROM={work2}/fair_init" in trains[1] and "DFLASH_RUN=dflash_fair" in trains[1]
     assert (work2 / "init/domino_tf_curriculum_floor_soft/drafter/model.safetensors").read_bytes() == \

@@ -4,11 +4,15 @@ Read from the four logs beside this file (the last row of each one's table).
 Run from the repository root: python docs/results/2026-12-06-session48-h100/plot.py"""
 
 import pathlib
+import sys
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from step_bars import stacked_step_bars  # noqa: E402
 
 here = pathlib.Path(__file__).parent
 RUNS = [("DFlash\n(hard labels)", "dflash_data"), ("Domino joint\n(hard labels)", "domino_data"),
@@ -23,17 +27,10 @@ def step_row(log: pathlib.Path) -> dict[str, float]:
 
 
 rows = [step_row(here / f"{name}.log") for _, name in RUNS]
-labels = [label for label, _ in RUNS]
-target = [r["target"] for r in rows]
-drafter = [r["forward"] - r["target"] for r in rows]
-backward = [r["backward"] for r in rows]
 fig, ax = plt.subplots(figsize=(7, 4))
-ax.bar(labels, target, label="target forward (frozen)")
-ax.bar(labels, drafter, bottom=target, label="drafter forward + losses")
-ax.bar(labels, backward, bottom=[t + d for t, d in zip(target, drafter)], label="backward + AdamW")
+stacked_step_bars(ax, [label for label, _ in RUNS], rows)
 for i, r in enumerate(rows):
     ax.text(i, r["step"] + 8, f"{r['step']:.0f} ms", ha="center")
-ax.set_ylabel("ms per optimizer step")
 ax.set_ylim(0, max(r["step"] for r in rows) * 1.15)
 ax.set_title("Trainer step, Qwen2.5-Coder-1.5B target, H100 (session 48)")
 ax.legend(loc="upper left", fontsize=8)
