@@ -100,3 +100,15 @@ def test_one_session_forks_dflash_into_the_steps_fair_pair_and_later_ones_contin
         (work / "domino_tf_curriculum_floor_soft/drafter/model.safetensors").read_bytes()
     assert (work2 / "fair_init/dflash_fair/drafter/model.safetensors").read_bytes() == \
         (work / "dflash_fair/drafter/model.safetensors").read_bytes()  # DFlash's chain continues where it stopped
+
+
+def test_the_small_fork_trains_the_pair_and_neither_benches_nor_sends(repo, tmp_path):
+    """The fallback for a short session (docs/training.md, session 50): the same fork, BENCH=0 and no SEND_ flag."""
+    work, results = tmp_path / "w", tmp_path / "r"
+    steps, out = _train_bench(repo, work, results, STEPS="600", DOMINO_STEPS="300", FAIR_DFLASH_STEPS="300",
+                              DOMINO_ON_DFLASH="1", BENCH="0", SEND_DRAFTERS="0", SEND_FAIR="0")
+    trains = [s for s in steps if "issue5 dflash" in s or "issue5 domino" in s]
+    assert [re.search(r"STEPS=(\d+)", s).group(1) for s in trains] == ["600", "300", "300"]
+    assert f"INIT_BACKBONE={work}/dflash/drafter" in trains[1] and "DFLASH_RUN=dflash_fair" in trains[2]
+    assert not any(s.endswith(" bench") for s in steps)
+    assert "packed dflash/drafter" not in out and not (results / "drafters_domino").exists()
