@@ -24,6 +24,7 @@ case "$1" in
   domino) d=$WORK/domino_$2/drafter ;;
   *) exit 0 ;;
 esac
+echo "$1 ${DFLASH_RUN:-dflash}${2:+ $2} labels=${LABELS:-data}" >> "$WORK/trained.log"
 mkdir -p "$d"; head -c 4096 /dev/urandom > "$d/model.safetensors"
 """
 
@@ -112,3 +113,16 @@ def test_the_small_fork_trains_the_pair_and_neither_benches_nor_sends(repo, tmp_
     assert f"INIT_BACKBONE={work}/dflash/drafter" in trains[1] and "DFLASH_RUN=dflash_fair" in trains[2]
     assert not any(s.endswith(" bench") for s in steps)
     assert "packed dflash/drafter" not in out and not (results / "drafters_domino").exists()
+
+
+def test_the_soft_label_fork_gives_every_run_the_targets_distributions(repo, tmp_path):
+    """The next fork (docs/training.md, session 52): LABELS=target reaches DFlash's stem, the joint Domino and DFlash
+    continued alike, so the head is all that differs between the pair; the bench follows the three runs."""
+    work, results = tmp_path / "w", tmp_path / "r"
+    steps, _ = _train_bench(repo, work, results, STEPS="600", DOMINO_STEPS="400", FAIR_DFLASH_STEPS="400",
+                            DOMINO_ON_DFLASH="1", LABELS="target", SEND_DRAFTERS="0", SEND_FAIR="0")
+    trained = (work / "trained.log").read_text().splitlines()
+    assert trained == ["dflash dflash labels=target", "domino dflash tf_curriculum_floor_soft labels=target",
+                       "dflash dflash_fair labels=target"]
+    assert steps[-1].startswith("DFLASH_RUN=dflash_fair DOMINO_RUN=domino_tf_curriculum_floor_soft")
+    assert steps[-1].endswith(" issue5 bench")
