@@ -293,10 +293,12 @@ def test_target_distributions_sit_where_they_predict_the_labels(workspace):
     np.testing.assert_array_equal(np.argmax(picked, axis=-1)[checked], np.asarray(blocks.labels)[checked])
 
 
-def test_soft_label_run_trains_and_records_its_labels(workspace):
+@pytest.mark.parametrize("base", [CFG, DOMINO], ids=["dflash", "domino"])
+def test_soft_label_run_trains_and_records_its_labels(workspace, base):
+    """Both drafters train on the target's distributions (the steps-fair fork gives every run soft labels)."""
     root, model = workspace
-    out = root / "soft"
-    result = train_dflash(model, root / "data", out, dataclasses.replace(DOMINO, labels="target"),
+    out = root / f"soft_{base.domino}"
+    result = train_dflash(model, root / "data", out, dataclasses.replace(base, labels="target"),
                           export_dtype="float32", progress=False)
     assert result["finished"]
     assert json.loads((out / "run.json").read_text())["config"]["labels"] == "target"
