@@ -115,14 +115,21 @@ def test_the_small_fork_trains_the_pair_and_neither_benches_nor_sends(repo, tmp_
     assert "packed dflash/drafter" not in out and not (results / "drafters_domino").exists()
 
 
-def test_the_soft_label_fork_gives_every_run_the_targets_distributions(repo, tmp_path):
-    """The next fork (docs/training.md, session 52): LABELS=target reaches DFlash's stem, the joint Domino and DFlash
-    continued alike, so the head is all that differs between the pair; the bench follows the three runs."""
+@pytest.mark.parametrize("stem, branch, bench", [("600", "400", "1"), ("1000", "600", "0")])
+def test_the_soft_label_fork_gives_every_run_the_targets_distributions(repo, tmp_path, stem, branch, bench):
+    """The soft-label forks (docs/training.md, sessions 52 and 53): LABELS=target reaches DFlash's stem, the joint
+    Domino and DFlash continued alike, so the head is all that differs between the pair; the bench follows the three
+    runs, unless BENCH=0 (the larger fork, whose bench is run by hand if time is left)."""
     work, results = tmp_path / "w", tmp_path / "r"
-    steps, _ = _train_bench(repo, work, results, STEPS="600", DOMINO_STEPS="400", FAIR_DFLASH_STEPS="400",
-                            DOMINO_ON_DFLASH="1", LABELS="target", SEND_DRAFTERS="0", SEND_FAIR="0")
+    steps, _ = _train_bench(repo, work, results, STEPS=stem, DOMINO_STEPS=branch, FAIR_DFLASH_STEPS=branch,
+                            DOMINO_ON_DFLASH="1", LABELS="target", BENCH=bench, SEND_DRAFTERS="0", SEND_FAIR="0")
     trained = (work / "trained.log").read_text().splitlines()
     assert trained == ["dflash dflash labels=target", "domino dflash tf_curriculum_floor_soft labels=target",
                        "dflash dflash_fair labels=target"]
-    assert steps[-1].startswith("DFLASH_RUN=dflash_fair DOMINO_RUN=domino_tf_curriculum_floor_soft")
-    assert steps[-1].endswith(" issue5 bench")
+    trains = [s for s in steps if "issue5 dflash" in s or "issue5 domino" in s]
+    assert [re.search(r"STEPS=(\d+)", s).group(1) for s in trains] == [stem, branch, branch]
+    if bench == "1":
+        assert steps[-1].startswith("DFLASH_RUN=dflash_fair DOMINO_RUN=domino_tf_curriculum_floor_soft")
+        assert steps[-1].endswith(" issue5 bench")
+    else:
+        assert not any(s.endswith(" bench") for s in steps)

@@ -1,6 +1,6 @@
 """Shared by the session plots of Domino's MAT over DFlash's (sessions 28 to 45): the held-out walk runs compared
 so far, a run's metrics rows and per-draft training accuracy, each run's walk MAT, a bench's MAT per task and method,
-the head-alone training curves, the continued-head figure (sessions 42 on), the walk and bench-mean scatters, the
+the head-alone training curves, the continued-head figure (sessions 42 on), the steps-fair fork's panels (sessions 52 on), the walk and bench-mean scatters, the
 per-draft and ratio axes, the two panels' finish and the figure's save.
 Imported by those plot.py scripts (run from the repository root)."""
 
@@ -134,6 +134,37 @@ def plot_task_ratios(ax, benches: list[tuple[str, pathlib.Path]], title: str, ta
     ax.set_ylabel("domino_block_stop / dflash, MAT")
     ax.set_title(f"{title} (goal {GOAL})")
     ax.legend(fontsize=8)
+
+
+def fork_branches(session: pathlib.Path, dflash_label: str) -> list[tuple[str, pathlib.Path, str, str]]:
+    """The steps-fair fork's three branches for `plot_fork`: DFlash continued (run dflash_fair), the joint Domino,
+    and Domino's own backbone read without its head."""
+    domino = session / "domino_tf_curriculum_floor_soft"
+    return [(dflash_label, session / "dflash_fair", "accept_len", "o-"),
+            ("Domino (joint, λ = 0.5)", domino, "accept_len", "o-"),
+            ("Domino's backbone alone", domino, "base_accept_len", "s--")]
+
+
+def plot_fork(curve, acc, stem: pathlib.Path, branches: list[tuple[str, pathlib.Path, str, str]], fork: int
+              ) -> None:
+    """The steps-fair fork's two panels (sessions 52 on): held-out teacher-forced accepted length along the chain,
+    the stem up to `fork` then each branch (label, run, its accept_len key, line style), and each branch's final
+    held-out accuracy per draft."""
+    stem_rows = run_rows(stem, "eval")
+    curve.plot([r["step"] for r in stem_rows], [r["accept_len"] for r in stem_rows], "o-", color="grey",
+               label="DFlash, to the fork")
+    for i, (label, run, key, style) in enumerate(branches):
+        rows = run_rows(run, "eval")
+        curve.plot([fork] + [fork + r["step"] for r in rows], [stem_rows[-1]["accept_len"]] + [r[key] for r in rows],
+                   style, color=f"C{i}", label=f"{label}: {rows[-1][key]:.3f}")
+        final = rows[-1][key.replace("accept_len", "acc")]
+        acc.plot(DRAFT_NUMBERS, np.array(final)[:DRAFTS], style, color=f"C{i}", label=label)
+    curve.axvline(fork, color="black", linewidth=0.5)
+    curve.set_xlabel("training step of the chain")
+    curve.set_ylabel("held-out teacher-forced accepted length")
+    acc.set_ylabel("held-out accuracy (teacher forced)")
+    acc.set_title("per draft, end of each branch")
+    draft_axes((acc,), DRAFT_NUMBERS, legend_size=8)
 
 
 def head_sessions_figure(heads: list[tuple], backbone: str, benches: list[tuple[str, pathlib.Path]],

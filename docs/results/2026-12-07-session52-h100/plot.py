@@ -15,33 +15,14 @@ import numpy as np
 
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import DRAFT_NUMBERS, DRAFTS, draft_axes, plot_task_ratios, plt, run_rows, save_figure  # noqa: E402
+from domino_ratios import fork_branches, plot_fork, plot_task_ratios, plt, save_figure  # noqa: E402
 
 FORK = 600  # DFlash's steps before the fork
-STEM = run_rows(here / "dflash", "eval")
-DOMINO = here / "domino_tf_curriculum_floor_soft"
-BRANCHES = [("DFlash continued (dflash_fair)", here / "dflash_fair", "accept_len", "o-"),
-            ("Domino (joint, λ = 0.5)", DOMINO, "accept_len", "o-"),
-            ("Domino's backbone alone", DOMINO, "base_accept_len", "s--")]
 
 fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
-curve.plot([r["step"] for r in STEM], [r["accept_len"] for r in STEM], "o-", color="grey", label="DFlash, to the fork")
-for i, (label, run, key, style) in enumerate(BRANCHES):
-    rows = run_rows(run, "eval")
-    curve.plot([FORK] + [FORK + r["step"] for r in rows], [STEM[-1]["accept_len"]] + [r[key] for r in rows], style,
-               color=f"C{i}", label=f"{label}: {rows[-1][key]:.3f}")
-curve.axvline(FORK, color="black", linewidth=0.5)
-curve.set_xlabel("training step of the chain")
-curve.set_ylabel("held-out teacher-forced accepted length")
+plot_fork(curve, acc, here / "dflash", fork_branches(here, "DFlash continued (dflash_fair)"), FORK)
 curve.set_title("600 steps of DFlash, then 400 more for each branch")
 curve.legend(fontsize=8)
-
-for i, (label, run, key, style) in enumerate(BRANCHES):
-    final = run_rows(run, "eval")[-1][key.replace("accept_len", "acc")]
-    acc.plot(DRAFT_NUMBERS, np.array(final)[:DRAFTS], style, color=f"C{i}", label=label)
-acc.set_ylabel("held-out accuracy (teacher forced)")
-acc.set_title("per draft, end of each branch")
-draft_axes((acc,), DRAFT_NUMBERS, legend_size=8)
 
 plot_task_ratios(bench, [("s52 fork, 400 steps each", here / "bench5_t0")], "T = 0 bench, 20 prompts a task")
 save_figure(fig, here / "steps_fair.png", "Qwen2.5-Coder-1.5B, H100: forked from one 600-step DFlash drafter and "
