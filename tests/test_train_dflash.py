@@ -33,7 +33,7 @@ from jspec.train.blocks import (Blocks, block_hidden, block_labels, block_loss, 
 from jspec.train.dflash import export_latest, train_dflash
 from jspec.train.dflash_config import DFlashTrainConfig, curriculum, drafter_config
 from jspec.train.drafter_init import init_drafter
-from jspec.train.packing import pack, pad_rows
+from jspec.train.packing import Batcher, pack, pad_rows
 
 from checkpoints import assert_same_run, drafter_tensors, run_metrics, truncate_checkpoint_arrays
 import tiny_checkpoint
@@ -767,3 +767,30 @@ def test_cli_errors(workspace, tmp_path, capsys, command, change, message):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("jspec: error:"), err
     assert re.search(message, err[0]), err[0]
+
+
+def test_head_lr_scale_moves_the_head_alone_further(workspace):
+    """--head-lr-scale X: one step from the same state moves every head weight X times as far, and the backbone
+    exactly as far, as the plain step does."""
+    root, model = workspace
+    records = dflash_train.load_records(root / "data", model.cfg.vocab_size, DOMINO.seq_len)
+    batch = {k: jnp.asarray(v) for k, v in Batcher(records, DOMINO.seq_len, DOMINO.batch_size, 0).next().items()}
+    graphdef, params = init_drafter(model.cfg, drafter_config(model.cfg, DOMINO), DOMINO)
+    taps = drafter_config(model.cfg, DOMINO).backbone.tap_layers
+    moved = {}
+    for scale in (1.0, 3.0):
+        state = {"params": params, "opt": dflash_train.make_optimizer(0.0).init(params)}
+        objective = dflash_train.Objective(taps=taps, anchors=DOMINO.anchors_per_seq, gamma=DOMINO.gamma_decay,
+                                           ttt=False, seed=0, compute_dtype="float32", head_lr_scale=scale)
+        new, _ = dflash_train.train_step(jax.tree.map(jnp.copy, state), model.params, batch, jnp.float32(1e-3),
+                                         jnp.float32(0.5), jnp.int32(0), graphdef=graphdef,
+                                         target_graphdef=model.graphdef, objective=objective)
+        moved[scale] = jax.tree.map(lambda a, b: np.asarray(a) - np.asarray(b), new["params"], params)
+    jax.tree.map(np.testing.assert_array_equal, moved[3.0]["backbone"], moved[1.0]["backbone"])
+    assert any(np.abs(d).max() > 0 for d in jax.tree.leaves(moved[1.0]["head"]))
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, 3 * b, rtol=1e-5, atol=2e-8),  # (p + u) - p rounds
+                 moved[3.0]["head"], moved[1.0]["head"])
+    with pytest.raises(UserError, match="--head-lr-scale must be > 0, got 0"):
+        dataclasses.replace(DOMINO, head_lr_scale=0.0)
+    with pytest.raises(UserError, match="--head-lr-scale applies to `jspec train domino`"):
+        dataclasses.replace(CFG, head_lr_scale=2.0)

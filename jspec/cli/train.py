@@ -146,6 +146,8 @@ def _add_block_train_parser(p: argparse.ArgumentParser, command: str) -> None:
                        help="base-loss share once the decay ends (0, as in SpecForge; above 0 keeps anchoring a "
                        "jointly trained backbone to its own predictions' loss)")
         p.add_argument("--no-curriculum", action="store_true", help="final-logit loss only from the start")
+        p.add_argument("--head-lr-scale", type=float, default=1.0, metavar="X",
+                       help="the head's learning rate as a multiple of --lr (the backbone keeps --lr)")
         p.add_argument("--ttt", action="store_true",
                        help="the GRU reads the drafter's own greedy drafts (training-time test), not the data")
         p.add_argument("--head-off", action="store_true", help="no correction head: the plain DFlash recipe")
@@ -221,7 +223,8 @@ def run_train_dflash(args) -> None:
             domino = dict(domino=not args.head_off, gru_hidden=args.gru_hidden, rank=args.rank,
                           curriculum=not args.no_curriculum, curriculum_fraction=args.curriculum_fraction,
                           curriculum_start=args.curriculum_start, curriculum_end=args.curriculum_end,
-                          ttt=args.ttt, init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone)
+                          ttt=args.ttt, init_backbone=args.init_backbone, freeze_backbone=args.freeze_backbone,
+                          head_lr_scale=args.head_lr_scale)
         return DFlashTrainConfig(steps=args.steps, batch_size=args.batch_size, seq_len=args.seq_len, lr=args.lr,
                                  warmup_steps=args.warmup_steps, schedule=args.schedule, block_size=args.block_size,
                                  num_layers=args.num_layers, anchors_per_seq=args.anchors_per_seq,

@@ -62,6 +62,7 @@ class Objective:
     freeze_backbone: bool = False  # Domino: gradients reach the head only
     reach: bool = False  # position weights: `reach_weights` instead of the decay
     soft_labels: bool = False  # score drafts against the target's distributions (`--labels target`)
+    head_lr_scale: float = 1.0  # Domino: the head's updates times this (`--head-lr-scale`)
 
 
 def _lm_head(target_params: nnx.State) -> Array:
@@ -98,6 +99,8 @@ def train_step(state: PyTree, target_params: nnx.State, batch: dict[str, Array],
     loss_fn = _forward(state["params"], graphdef, target_graphdef, target_params, batch, key, lam, objective)
     (loss, sums), grads = jax.value_and_grad(loss_fn, has_aux=True)(state["params"])
     updates, opt = make_optimizer(lr).update(grads, state["opt"], state["params"])
+    if objective.head_lr_scale != 1.0:  # AdamW's update is linear in the rate, so this is the head's own rate
+        updates = {**updates, "head": jax.tree.map(lambda u: u * objective.head_lr_scale, updates["head"])}
     new_state = {"params": optax.apply_updates(state["params"], updates), "opt": opt}
     return new_state, {"loss": loss, "grad_norm": optax.tree.norm(grads), "lambda": lam, **sums}
 
@@ -230,7 +233,8 @@ def train_dflash(model: LoadedModel, data_dir: common.DataDirs, out_dir: pathlib
                                            compute_dtype=cfg.compute_dtype,
                                            freeze_backbone=cfg.freeze_backbone,
                                            reach=cfg.position_weights == "reach",
-                                           soft_labels=cfg.labels == "target"))
+                                           soft_labels=cfg.labels == "target",
+                                           head_lr_scale=cfg.head_lr_scale))
         batcher = Batcher(train_records, cfg.seq_len, cfg.batch_size, cfg.seed, **position)
         eval_rows = pad_rows(pack(eval_records, cfg.seq_len), cfg.batch_size) if eval_records else None
         lams = curriculum(cfg)

@@ -62,6 +62,9 @@ class DFlashTrainConfig:
     # Train the Domino head alone on a trained backbone (--init-backbone / --init-from), which then stays exactly the
     # drafter it started as: Domino = that DFlash drafter + a head, its uncorrected first draft the same.
     freeze_backbone: bool = False
+    # The head's learning rate as a multiple of `lr` (its AdamW updates scaled; the backbone keeps `lr`): a fresh
+    # head on a trained backbone is what a fork starts with, and its lift was still rising when the schedule ended.
+    head_lr_scale: float = 1.0
     init_backbone: str | None = None  # a DFlash/Domino checkpoint directory whose backbone starts the run
     # An exported drafter of the same kind and shape whose every weight starts the run: training continued across
     # machines that keep no checkpoint (AdamW's moments and the schedule start afresh).
@@ -107,6 +110,10 @@ class DFlashTrainConfig:
             raise UserError(f"--intermediate-size must be >= 1, got {self.intermediate_size}")
         if not self.domino and (self.ttt or self.init_backbone or self.freeze_backbone):
             raise UserError("--ttt, --init-backbone and --freeze-backbone apply to `jspec train domino` with its head")
+        if not self.head_lr_scale > 0:
+            raise UserError(f"--head-lr-scale must be > 0, got {self.head_lr_scale}")
+        if not self.domino and self.head_lr_scale != 1.0:
+            raise UserError("--head-lr-scale applies to `jspec train domino` with its head")
         if self.freeze_backbone and not (self.init_backbone or self.init_from):
             raise UserError("--freeze-backbone keeps the backbone as it starts: give it a trained one with "
                             "--init-backbone (or --init-from)")
