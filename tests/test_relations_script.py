@@ -24,7 +24,8 @@ case "$1" in
   domino) d=$WORK/domino_$2/drafter ;;
   *) exit 0 ;;
 esac
-echo "$1 ${DFLASH_RUN:-dflash}${2:+ $2} labels=${LABELS:-data}" >> "$WORK/trained.log"
+echo "$1 ${DFLASH_RUN:-dflash}${2:+ $2} labels=${LABELS:-data}${HEAD_LR_SCALE:+ head_lr=$HEAD_LR_SCALE}" \
+  >> "$WORK/trained.log"
 mkdir -p "$d"; head -c 4096 /dev/urandom > "$d/model.safetensors"
 """
 
@@ -133,3 +134,30 @@ def test_the_soft_label_fork_gives_every_run_the_targets_distributions(repo, tmp
         assert steps[-1].endswith(" issue5 bench")
     else:
         assert not any(s.endswith(" bench") for s in steps)
+
+
+def test_a_fork_sends_its_base_and_later_forks_start_from_it(repo, tmp_path):
+    """The head-rate fork (docs/training.md, session 54): HEAD_LR_SCALE reaches the runs (the Domino one reads it);
+    SEND_DRAFTERS=1 without SEND_FAIR sends the fork's STEPS-step base back. A later fork carries that base in
+    (INIT_FROM, TRAIN_DFLASH=0) and starts both branches from it, bit for bit, with no DFlash stem trained."""
+    work, results = tmp_path / "w1", tmp_path / "r1"
+    _train_bench(repo, work, results, STEPS="600", DOMINO_STEPS="400", FAIR_DFLASH_STEPS="400", DOMINO_ON_DFLASH="1",
+                 LABELS="target", HEAD_LR_SCALE="3", BENCH="0", SEND_DRAFTERS="1", SEND_FAIR="0")
+    assert (work / "trained.log").read_text().splitlines()[1] == \
+        "domino dflash tf_curriculum_floor_soft labels=target head_lr=3"
+    base = (work / "dflash/drafter/model.safetensors").read_bytes()
+    sent = _unpacked(repo, results / "drafters_dflash", tmp_path / "sent")
+    assert (sent / "dflash/drafter/model.safetensors").read_bytes() == base
+
+    work2, results2 = tmp_path / "w2", tmp_path / "r2"
+    steps, _ = _train_bench(repo, work2, results2, STEPS="400", DOMINO_STEPS="400", FAIR_DFLASH_STEPS="400",
+                            DOMINO_ON_DFLASH="1", LABELS="target", BENCH="0", SEND_DRAFTERS="0", SEND_FAIR="0",
+                            TRAIN_DFLASH="0", DISTILLED=f"{results}/distilled,{results}/fresh_data,"
+                            f"{results}/sampled_data", INIT_FROM=f"{results}/drafters_dflash")
+    assert (work2 / "trained.log").read_text().splitlines() == [
+        "domino dflash tf_curriculum_floor_soft labels=target", "dflash dflash_fair labels=target"]
+    trains = [s for s in steps if "issue5 dflash" in s or "issue5 domino" in s]
+    assert f"INIT_FROM= INIT_LAYERS= INIT_BACKBONE={work2}/dflash/drafter" in trains[0]
+    assert f"INIT_FROM={work2}/fair_init" in trains[1]
+    assert (work2 / "dflash/drafter/model.safetensors").read_bytes() == base
+    assert (work2 / "fair_init/dflash_fair/drafter/model.safetensors").read_bytes() == base
