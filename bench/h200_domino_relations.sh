@@ -70,6 +70,8 @@
 #       DOMINO_ON_DFLASH=1 starts every Domino variant's backbone as this run's DFlash drafter (--init-backbone, the
 #       head fresh), so that with FAIR_DFLASH_STEPS=DOMINO_STEPS one session forks one DFlash drafter into the
 #       steps-fair pair: a joint Domino and DFlash, each continued the same steps, with nothing carried in.
+#       BASE_ONLY=1 (with SEND_DRAFTERS=1) stops once that DFlash drafter is packed into drafters_dflash: a short
+#       session makes a fork's base, which later forks carry in (INIT_FROM, TRAIN_DFLASH=0) instead of training.
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -201,6 +203,11 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     if [ "${CROSSFIT:-0}" = 1 ] && { [ "${FRESH:-0}" != 1 ] || [ -z "${CROSSFIT_STEPS:-}" ]; }; then
       echo "CROSSFIT=1 trains DFlash on the training and the fresh answers: set FRESH=1 and CROSSFIT_STEPS" >&2; exit 2
     fi
+    if [ "${BASE_ONLY:-0}" = 1 ] && { [ "${SEND_DRAFTERS:-0}" != 1 ] || [ "${SEND_FAIR:-0}" = 1 ] ||
+        [ "${TRAIN_DFLASH:-1}" = 0 ]; }; then
+      echo "BASE_ONLY=1 trains DFlash and sends it back: set SEND_DRAFTERS=1, and neither SEND_FAIR=1 nor" \
+        "TRAIN_DFLASH=0" >&2; exit 2
+    fi
     if [ -n "${FAIR_DFLASH_STEPS:-}" ] && [ "${CROSSFIT:-0}" = 1 ]; then
       echo "FAIR_DFLASH_STEPS and CROSSFIT=1 each train the DFlash drafter the benches compare with: pick one" >&2
       exit 2
@@ -236,6 +243,7 @@ INIT_FROM" >&2; exit 2; }
       if [ "${SEND_DRAFTERS:-0}" = 1 ] && [ "${SEND_FAIR:-0}" != 1 ]; then
         COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_dflash" dflash/drafter
       fi
+      if [ "${BASE_ONLY:-0}" = 1 ]; then touch "$results/train-bench.done"; exit 0; fi  # a fork's base, for later
     fi
     steps=""
     for variant in ${variants//,/ }; do

@@ -161,3 +161,21 @@ def test_a_fork_sends_its_base_and_later_forks_start_from_it(repo, tmp_path):
     assert f"INIT_FROM={work2}/fair_init" in trains[1]
     assert (work2 / "dflash/drafter/model.safetensors").read_bytes() == base
     assert (work2 / "fair_init/dflash_fair/drafter/model.safetensors").read_bytes() == base
+
+
+def test_base_only_trains_and_sends_the_forks_base_alone(repo, tmp_path):
+    """BASE_ONLY=1: a short session trains the fork's DFlash base, packs it to go back, and stops there; without
+    SEND_DRAFTERS=1 it is an error before anything runs."""
+    work, results = tmp_path / "w", tmp_path / "r"
+    _train_bench(repo, work, results, STEPS="600", DOMINO_STEPS="400", FAIR_DFLASH_STEPS="400", DOMINO_ON_DFLASH="1",
+                 LABELS="target", BENCH="0", SEND_DRAFTERS="1", SEND_FAIR="0", BASE_ONLY="1")
+    assert (work / "trained.log").read_text().splitlines() == ["dflash dflash labels=target"]
+    sent = _unpacked(repo, results / "drafters_dflash", tmp_path / "sent")
+    assert (sent / "dflash/drafter/model.safetensors").read_bytes() == \
+        (work / "dflash/drafter/model.safetensors").read_bytes()
+    env = {**os.environ, **COMMON, "WORK": str(tmp_path / "w2"), "RESULTS": str(tmp_path / "r2"), "STEPS": "600",
+           "BASE_ONLY": "1", "SEND_DRAFTERS": "0"}
+    done = subprocess.run(["bash", str(repo / "bench" / "h200_domino_relations.sh"), "train-bench"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and "BASE_ONLY=1 trains DFlash and sends it back: set SEND_DRAFTERS=1" in done.stderr
+    assert not (tmp_path / "w2" / "trained.log").exists()
