@@ -167,6 +167,25 @@ def plot_fork(curve, acc, stem: pathlib.Path, branches: list[tuple[str, pathlib.
     draft_axes((acc,), DRAFT_NUMBERS, legend_size=8)
 
 
+def fork_figure(session: pathlib.Path, dflash_label: str, benches: list[tuple[str, pathlib.Path]],
+                path: pathlib.Path, suptitle: str, reference: tuple[str, pathlib.Path] | None = None,
+                fork: int = 600) -> None:
+    """The steps-fair fork's figure (sessions 52 on): `plot_fork`'s two panels for `session` (its stem forked at
+    `fork` steps, then 400 steps a branch), with an earlier session's branch (`reference`: label, run) dotted in
+    grey, and the benches' per-task ratios; saved to `path`."""
+    fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
+    plot_fork(curve, acc, session / "dflash", fork_branches(session, dflash_label), fork)
+    if reference:
+        label, run = reference
+        rows = run_rows(run, "eval")
+        curve.plot([fork + r["step"] for r in rows], [r["accept_len"] for r in rows], "x:", color="grey",
+                   label=f"{label}: {rows[-1]['accept_len']:.3f}")
+    curve.set_title(f"{fork} steps of DFlash, then 400 more for each branch")
+    curve.legend(fontsize=8)
+    plot_task_ratios(bench, benches, "T = 0 bench, 20 prompts a task")
+    save_figure(fig, path, suptitle)
+
+
 def head_sessions_figure(heads: list[tuple], backbone: str, benches: list[tuple[str, pathlib.Path]],
                          bench_title: str, path: pathlib.Path, suptitle: str,
                          other_backbones: list[tuple[str, pathlib.Path]] = ()) -> None:

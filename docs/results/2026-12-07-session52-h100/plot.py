@@ -11,19 +11,10 @@ Run from the repository root: python docs/results/2026-12-07-session52-h100/plot
 import pathlib
 import sys
 
-import numpy as np
-
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import fork_branches, plot_fork, plot_task_ratios, plt, save_figure  # noqa: E402
+from domino_ratios import fork_figure  # noqa: E402
 
-FORK = 600  # DFlash's steps before the fork
-
-fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
-plot_fork(curve, acc, here / "dflash", fork_branches(here, "DFlash continued (dflash_fair)"), FORK)
-curve.set_title("600 steps of DFlash, then 400 more for each branch")
-curve.legend(fontsize=8)
-
-plot_task_ratios(bench, [("s52 fork, 400 steps each", here / "bench5_t0")], "T = 0 bench, 20 prompts a task")
-save_figure(fig, here / "steps_fair.png", "Qwen2.5-Coder-1.5B, H100: forked from one 600-step DFlash drafter and "
+fork_figure(here, "DFlash continued (dflash_fair)", [("s52 fork, 400 steps each", here / "bench5_t0")],
+            here / "steps_fair.png", "Qwen2.5-Coder-1.5B, H100: forked from one 600-step DFlash drafter and "
             "trained 400 steps each, Domino reaches 1.037x the continued DFlash's MAT")

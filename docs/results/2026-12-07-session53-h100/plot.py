@@ -13,24 +13,14 @@ Run from the repository root: python docs/results/2026-12-07-session53-h100/plot
 import pathlib
 import sys
 
-import numpy as np
-
 here = pathlib.Path(__file__).parent
 sys.path.insert(0, str(here.parent))
-from domino_ratios import fork_branches, plot_fork, plot_task_ratios, plt, run_rows, save_figure  # noqa: E402
-
-FORK = 600  # DFlash's steps before the fork
+from domino_ratios import fork_figure  # noqa: E402
 
 SESSION52 = here.parent / "2026-12-07-session52-h100"
-fig, (curve, acc, bench) = plt.subplots(1, 3, figsize=(17, 5.2))
-plot_fork(curve, acc, here / "dflash", fork_branches(here, "DFlash continued, soft labels"), FORK)
-hard = run_rows(SESSION52 / "dflash_fair", "eval")
-curve.plot([FORK + r["step"] for r in hard], [r["accept_len"] for r in hard], "x:", color="grey",
-           label=f"session 52's DFlash continued, hard labels: {hard[-1]['accept_len']:.3f}")
-curve.set_title("600 steps of DFlash, then 400 more for each branch")
-curve.legend(fontsize=8)
-
-plot_task_ratios(bench, [("s52: DFlash on hard labels", SESSION52 / "bench5_t0"),
-                         ("s53: every run on soft labels", here / "bench5_t0")], "T = 0 bench, 20 prompts a task")
-save_figure(fig, here / "steps_fair_soft.png", "Qwen2.5-Coder-1.5B, H100: with soft labels for every run, the head "
-            "alone gives Domino 1.015x the continued DFlash's MAT")
+fork_figure(here, "DFlash continued, soft labels",
+            [("s52: DFlash on hard labels", SESSION52 / "bench5_t0"),
+             ("s53: every run on soft labels", here / "bench5_t0")],
+            here / "steps_fair_soft.png", "Qwen2.5-Coder-1.5B, H100: with soft labels for every run, the head alone "
+            "gives Domino 1.015x the continued DFlash's MAT",
+            reference=("session 52's DFlash continued, hard labels", SESSION52 / "dflash_fair"))
