@@ -72,6 +72,13 @@
 #       steps-fair pair: a joint Domino and DFlash, each continued the same steps, with nothing carried in.
 #       BASE_ONLY=1 (with SEND_DRAFTERS=1) stops once that DFlash drafter is packed into drafters_dflash: a short
 #       session makes a fork's base, which later forks carry in (INIT_FROM, TRAIN_DFLASH=0) instead of training.
+#       FAIR_FROM=FOLDER carries that fork's DFlash continued in as well (parts of dflash/drafter, as SEND_FAIR=1
+#       packs it; they may still be arriving while Domino trains: it waits up to FAIR_WAIT s, default 900, for their
+#       SHA256SUM), run dflash_fair, the DFlash drafter the benches compare with, instead of FAIR_DFLASH_STEPS'
+#       training it again: with the same base carried in, a later fork trains only its Domino branch.
+#       HEAD_LR_SCALES=X,Y trains each Domino variant once per head rate (HEAD_LR_SCALE of h200_issue5.sh; runs
+#       domino_<variant>_lrX), and the benches take every run: the one with the highest held-out walk MAT as above,
+#       each other one against DFlash in a bench of its own, bench5_<run>, without vanilla.
 #       Touches $RESULTS/train-bench.done.
 #   setsid nohup bash bench/h200_domino_relations.sh bench > /root/bench.log 2>&1 < /dev/null &
 #       drafters carried in from earlier sessions benched as they are, no training: INIT_FROM=DFLASH_PARTS,DOMINO_PARTS
@@ -186,7 +193,16 @@ case "${1:?head|train-profile|data|train-bench|bench}" in
     variants=${DOMINO_VARIANTS:-${DOMINO_VARIANT:-tf_curriculum}}
     rm -rf "$work/distill" "$work/distill_followups" "$work/task_data" "$work/dflash" "$work/dflash_all" \
       "$work/dflash_fair" "$work/fair_init"
-    for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant"; done
+    rates=${HEAD_LR_SCALES:-}  # HEAD_LR_SCALES=X,Y: each variant once per head rate, run domino_<variant>_lrX
+    for variant in ${variants//,/ }; do rm -rf "$work/domino_$variant" "$work/domino_${variant}_lr"*; done
+    if [ -n "$rates" ] && [ -n "${HEAD_LR_SCALE:-}" ]; then
+      echo "HEAD_LR_SCALES=$rates trains one run per head rate, HEAD_LR_SCALE=$HEAD_LR_SCALE gives every run one:" \
+        "pick one" >&2; exit 2
+    fi
+    if [ -n "${FAIR_FROM:-}" ] && { [ -n "${FAIR_DFLASH_STEPS:-}" ] || [ "${CROSSFIT:-0}" = 1 ]; }; then
+      echo "FAIR_FROM carries in the DFlash drafter the benches compare with; FAIR_DFLASH_STEPS and CROSSFIT=1" \
+        "train one: pick one" >&2; exit 2
+    fi
     [ "$task_data" = 1 ] && task_walk=0
     if [[ ",$variants," == *_fresh,* ]] && [ "${FRESH:-0}" != 1 ]; then
       echo "the _fresh variants ($variants) train on FRESH=1's data: set FRESH=1" >&2; exit 2
@@ -245,38 +261,44 @@ INIT_FROM" >&2; exit 2; }
       fi
       if [ "${BASE_ONLY:-0}" = 1 ]; then touch "$results/train-bench.done"; exit 0; fi  # a fork's base, for later
     fi
-    steps=""
+    steps="" runs=()
     for variant in ${variants//,/ }; do
-      # A carried Domino continues; without one, Domino's backbone starts as the carried DFlash drafter (its head
-      # fresh), so both backbones have had the same steps. A fresh head alone (frozen_backbone) sits on the DFlash
-      # drafter the bench compares it with: the carried one, or the one trained above.
-      start=$init recipe=${variant%_fresh}; recipe=${recipe%_greedy}; recipe=${recipe%_soft}
-      if [ -n "$init" ] && [ -d "$work/init/domino_$variant/drafter" ]; then
-        :
-      elif [ "$recipe" = frozen_backbone ] || [ "${DOMINO_ON_DFLASH:-0}" = 1 ]; then
-        start="INIT_FROM= INIT_LAYERS= INIT_BACKBONE=$work/dflash/drafter"  # the backbone is the start
-      elif [ -n "$init" ]; then
-        start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
-      fi
       # A _fresh variant trains on answers its backbone never saw (FRESH=1), scored on the usual held-out records
       fresh=""; [ "$variant" = "${variant%_fresh}" ] || fresh="FRESH_DATA=$fresh_dirs"
       # A _greedy variant trains on the greedy answers alone (PLUS_DATA without SAMPLED's): whether the T = 1
       # answers that strengthen DFlash dilute what a head learns (session 40)
       vtrain=${train/STEPS=$STEPS/STEPS=${DOMINO_STEPS:-$STEPS}}
       [ "$variant" = "${variant%_greedy}" ] || vtrain=${vtrain/PLUS_DATA=$plus/PLUS_DATA=$fresh_dirs}
-      steps+="$vtrain $start $fresh issue5 domino $variant; "
+      recipe=${variant%_fresh}; recipe=${recipe%_greedy}; recipe=${recipe%_soft}
+      rate_list=${rates//,/ }
+      for rate in ${rate_list:-.}; do  # '.': the one run, at HEAD_LR_SCALE's rate (or the default)
+        name=domino_$variant rated=""
+        [ "$rate" = . ] || { name+=_lr$rate; rated="HEAD_LR_SCALE=$rate DOMINO_NAME=$name"; }
+        # A carried Domino continues; without one, Domino's backbone starts as the carried DFlash drafter (its head
+        # fresh), so both backbones have had the same steps. A fresh head alone (frozen_backbone) sits on the DFlash
+        # drafter the bench compares it with: the carried one, or the one trained above.
+        start=$init
+        if [ -n "$init" ] && [ -d "$work/init/$name/drafter" ]; then
+          :
+        elif [ "$recipe" = frozen_backbone ] || [ "${DOMINO_ON_DFLASH:-0}" = 1 ]; then
+          start="INIT_FROM= INIT_LAYERS= INIT_BACKBONE=$work/dflash/drafter"  # the backbone is the start
+        elif [ -n "$init" ]; then
+          start="INIT_FROM= INIT_BACKBONE=$work/init/dflash/drafter"  # INIT_FROM= : not the carried folders
+        fi
+        steps+="$vtrain $start $fresh $rated issue5 domino $variant; "
+        runs+=("$work/$name")
+      done
     done
     bash bench/h200_gpu.sh 0 "$steps"
-    runs=(); for variant in ${variants//,/ }; do runs+=("$work/domino_$variant"); done
-    best=$(python3 bench/best_walk.py "${runs[@]}") || best=domino_${variants%%,*}  # its table goes to the log
-    variant=${best#domino_}; echo "bench takes domino_$variant"
+    best=$(python3 bench/best_walk.py "${runs[@]}") || best=$(basename "${runs[0]}")  # its table goes to the log
+    echo "bench takes $best"
     # packed before any baseline trains, so that its parts go back while that one does
     if [ "${SEND_DRAFTERS:-0}" = 1 ]; then  # the head alone when its backbone is DFlash's (2 polls), else 0.6 GB (10)
-      if [[ $variant == frozen_backbone* ]] && python3 bench/domino_head.py head "$work/domino_$variant/drafter" \
-          "$work/dflash/drafter" "$work/domino_${variant}_head"; then
-        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino_head" "domino_${variant}_head"
+      if [[ $best == domino_frozen_backbone* ]] && python3 bench/domino_head.py head "$work/$best/drafter" \
+          "$work/dflash/drafter" "$work/${best}_head"; then
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino_head" "${best}_head"
       else
-        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "domino_$variant/drafter"
+        COMPRESS=0 bash bench/parts.sh pack "$work" "$results/drafters_domino" "$best/drafter"
       fi
     fi
     bench_dflash=""
@@ -306,22 +328,44 @@ INIT_LAYERS=random DFLASH_RUN=dflash_fair issue5 dflash"
             "$work/domino_transfer/drafter" || exit 1
       fi
     fi
-    [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "$bench_dflash DOMINO_RUN=domino_$variant issue5 task-walk"
-    first=1
+    if [ -n "${FAIR_FROM:-}" ]; then  # that baseline carried in instead: parts of dflash/drafter (e.g. an earlier
+      # fork's DFlash continued, packed by SEND_FAIR=1), which may still be arriving while Domino trains; their
+      # SHA256SUM comes with the last call
+      waited=0
+      until [ -f "$FAIR_FROM/SHA256SUM" ]; do
+        [ "$waited" -lt "${FAIR_WAIT:-900}" ] || { echo "FAIR_FROM: no $FAIR_FROM/SHA256SUM after $waited s" >&2
+          exit 2; }
+        sleep 5; waited=$((waited + 5))
+      done
+      rm -rf "$work/fair_carried" && bash bench/parts.sh unpack "$FAIR_FROM" "$work/fair_carried" || exit 1
+      [ -d "$work/fair_carried/dflash/drafter" ] || { echo "FAIR_FROM unpacked no dflash/drafter" >&2; exit 2; }
+      mkdir -p "$work/dflash_fair" && mv "$work/fair_carried/dflash/drafter" "$work/dflash_fair/"
+      bench_dflash=DFLASH_RUN=dflash_fair
+    fi
+    [ "$task_walk" = 1 ] && bash bench/h200_gpu.sh 0 "$bench_dflash DOMINO_RUN=$best issue5 task-walk"
+    first=1 methods=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail}
     [ "${BENCH:-1}" = 1 ] || candidates=""  # BENCH=0: train (and pack) only, when the session's device time is short
     for k in ${candidates//,/ }; do
       if [ "$first" = 1 ]; then
-        methods=${BENCH_METHODS:-vanilla,dflash,domino_block,graft_tail}
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_$variant CANDIDATES=$k \
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=$best CANDIDATES=$k \
 METHODS=$methods issue5 bench"
       else
-        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_$variant CANDIDATES=$k \
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=$best CANDIDATES=$k \
 METHODS=vanilla,domino_block \
 BENCH_NAME=bench5_k$k \
 issue5 bench"
       fi
       first=0
     done
+    if [ -n "$rates" ] && [ -n "$candidates" ]; then  # a head-rate sweep benches every run: each of the others
+      # against DFlash in a bench of its own (bench5_<run>; vanilla's speed is the first bench's)
+      others=$(echo ",$methods," | sed 's/,vanilla,/,/; s/^,//; s/,$//')
+      for run in "${runs[@]}"; do
+        [ "$(basename "$run")" != "$best" ] || continue
+        bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=$(basename "$run") \
+CANDIDATES=${candidates%%,*} METHODS=$others BENCH_NAME=bench5_$(basename "$run") issue5 bench"
+      done
+    fi
     if [ -n "${candidates}" ] && [ -d "$work/domino_transfer/drafter" ]; then
       bash bench/h200_gpu.sh 0 "${BENCH_ENV:-} $bench_dflash DOMINO_RUN=domino_transfer CANDIDATES=${candidates%%,*} \
 METHODS=vanilla,domino_block_stop BENCH_NAME=bench5_transfer issue5 bench"  # DFlash's MAT: bench5_t0's (T = 0)

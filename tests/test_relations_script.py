@@ -7,6 +7,7 @@ import pathlib
 import re
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -21,12 +22,16 @@ d=${DISTILL_DIR:-$WORK/distill}; mkdir -p "$d"; echo answers > "$d/shard.npz"
 ISSUE5_STUB = """#!/usr/bin/env bash
 case "$1" in
   dflash) d=$WORK/${DFLASH_RUN:-dflash}/drafter ;;
-  domino) d=$WORK/domino_$2/drafter ;;
+  domino) d=$WORK/${DOMINO_NAME:-domino_$2}/drafter ;;
+  bench) echo "bench ${DFLASH_RUN:-dflash} ${DOMINO_RUN:-domino_tf_curriculum} $METHODS ${BENCH_NAME:-bench5_t0}" \
+    >> "$WORK/benched.log"; exit 0 ;;
   *) exit 0 ;;
 esac
 echo "$1 ${DFLASH_RUN:-dflash}${2:+ $2} labels=${LABELS:-data}${HEAD_LR_SCALE:+ head_lr=$HEAD_LR_SCALE}" \
   >> "$WORK/trained.log"
 mkdir -p "$d"; head -c 4096 /dev/urandom > "$d/model.safetensors"
+# the held-out walk that bench/best_walk.py ranks runs by: the faster the head's rate, the higher here
+echo "{\\"split\\": \\"walk\\", \\"walk_mat\\": $(( 100 + ${HEAD_LR_SCALE:-1} ))}" > "$d/../metrics.jsonl"
 """
 
 COMMON = {"FRESH": "1", "ALL_DATA": "1", "SAMPLED": "2", "TASK_WALK": "0", "EVALS": "4", "TIME_LIMIT": "700",
@@ -179,3 +184,81 @@ def test_base_only_trains_and_sends_the_forks_base_alone(repo, tmp_path):
                           capture_output=True, text=True, env=env)
     assert done.returncode == 2 and "BASE_ONLY=1 trains DFlash and sends it back: set SEND_DRAFTERS=1" in done.stderr
     assert not (tmp_path / "w2" / "trained.log").exists()
+
+
+def _packed_drafter(repo: pathlib.Path, tmp_path: pathlib.Path, name: str) -> tuple[pathlib.Path, bytes]:
+    """A dflash/drafter of random bytes packed by bench/parts.sh, as an earlier session sends one back."""
+    root = tmp_path / f"{name}_src"
+    (root / "dflash/drafter").mkdir(parents=True)
+    weights = os.urandom(4096)
+    (root / "dflash/drafter/model.safetensors").write_bytes(weights)
+    done = subprocess.run(["bash", str(repo / "bench" / "parts.sh"), "pack", str(root), str(tmp_path / name),
+                           "dflash/drafter"], capture_output=True, text=True, env={**os.environ, "PART_SIZE": "1K"})
+    assert done.returncode == 0, done.stderr
+    return tmp_path / name, weights
+
+
+def test_a_head_rate_sweep_on_a_carried_fork_trains_only_the_heads_and_benches_each(repo, tmp_path):
+    """The fork of session 56 carried in whole (docs/training.md, session 57): its base (INIT_FROM, TRAIN_DFLASH=0)
+    and its DFlash continued (FAIR_FROM), so that only the Domino branch trains, once per rate of HEAD_LR_SCALES,
+    each from the carried base; the bench with vanilla takes the best held-out walk, the other rate gets its own
+    bench against the carried DFlash."""
+    base, base_weights = _packed_drafter(repo, tmp_path, "drafters_dflash")
+    fair, fair_weights = _packed_drafter(repo, tmp_path, "drafters_fair")
+    work, results = tmp_path / "w", tmp_path / "r"
+    steps, out = _train_bench(repo, work, results, STEPS="600", DOMINO_STEPS="400", DOMINO_ON_DFLASH="1",
+                              LABELS="target", HEAD_LR_SCALES="6,12", TRAIN_DFLASH="0", INIT_FROM=str(base),
+                              FAIR_FROM=str(fair), SEND_DRAFTERS="0", SEND_FAIR="0")
+    run = "domino_tf_curriculum_floor_soft"
+    assert (work / "trained.log").read_text().splitlines() == [
+        f"domino dflash tf_curriculum_floor_soft labels=target head_lr={rate}" for rate in (6, 12)]
+    trains = [s for s in steps if "issue5 domino" in s]
+    assert all(f"INIT_FROM= INIT_LAYERS= INIT_BACKBONE={work}/dflash/drafter" in s for s in trains)
+    assert [re.search(r"DOMINO_NAME=(\S+)", s).group(1) for s in trains] == [f"{run}_lr6", f"{run}_lr12"]
+    assert (work / "dflash/drafter/model.safetensors").read_bytes() == base_weights
+    assert (work / "dflash_fair/drafter/model.safetensors").read_bytes() == fair_weights
+    assert f"bench takes {run}_lr12" in out  # the stub walks a faster head higher
+    assert (work / "benched.log").read_text().splitlines() == [
+        f"bench dflash_fair {run}_lr12 vanilla,dflash,domino_block_stop bench5_t0",
+        f"bench dflash_fair {run}_lr6 dflash,domino_block_stop bench5_{run}_lr6"]
+
+
+def test_a_carried_baseline_may_arrive_while_domino_trains(repo, tmp_path):
+    """FAIR_FROM's parts travel in device calls while the job runs: the benches wait for their SHA256SUM (the last
+    file carried), and after FAIR_WAIT seconds without it the job stops, naming the folder."""
+    base, _ = _packed_drafter(repo, tmp_path, "drafters_dflash")
+    fair, fair_weights = _packed_drafter(repo, tmp_path, "drafters_fair")
+    arriving = tmp_path / "arriving"
+    arriving.mkdir()
+    for part in fair.glob("part-*"):
+        shutil.copy(part, arriving / part.name)
+    env = {**os.environ, **COMMON, "WORK": str(tmp_path / "w"), "RESULTS": str(tmp_path / "r"), "PART_SIZE": "64K",
+           "STEPS": "600", "DOMINO_STEPS": "400", "DOMINO_ON_DFLASH": "1", "TRAIN_DFLASH": "0",
+           "INIT_FROM": str(base), "FAIR_FROM": str(arriving), "SEND_DRAFTERS": "0", "SEND_FAIR": "0", "BENCH": "0"}
+    script = str(repo / "bench" / "h200_domino_relations.sh")
+    late = subprocess.run(["bash", script, "train-bench"], capture_output=True, text=True,
+                          env={**env, "FAIR_WAIT": "0"})
+    assert late.returncode == 2 and f"FAIR_FROM: no {arriving}/SHA256SUM after 0 s" in late.stderr
+    work = tmp_path / "w2"
+    job = subprocess.Popen(["bash", script, "train-bench"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           env={**env, "WORK": str(work)})
+    while not (work / "trained.log").exists() and job.poll() is None:  # Domino has trained: the wait begins
+        time.sleep(0.2)
+    time.sleep(1)
+    assert job.poll() is None and not (work / "dflash_fair").exists()
+    shutil.copy(fair / "SHA256SUM", arriving / "SHA256SUM")
+    stdout, stderr = job.communicate(timeout=60)
+    assert job.returncode == 0, stdout + stderr
+    assert (work / "dflash_fair/drafter/model.safetensors").read_bytes() == fair_weights
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"HEAD_LR_SCALES": "6,12", "HEAD_LR_SCALE": "3"}, "HEAD_LR_SCALES=6,12 trains one run per head rate"),
+    ({"FAIR_FROM": "/nowhere", "FAIR_DFLASH_STEPS": "400"}, "FAIR_FROM carries in the DFlash drafter")])
+def test_conflicting_baseline_or_rate_settings_stop_before_anything_runs(repo, tmp_path, extra, message):
+    env = {**os.environ, **COMMON, "WORK": str(tmp_path / "w"), "RESULTS": str(tmp_path / "r"), "STEPS": "600",
+           **extra}
+    done = subprocess.run(["bash", str(repo / "bench" / "h200_domino_relations.sh"), "train-bench"],
+                          capture_output=True, text=True, env=env)
+    assert done.returncode == 2 and message in done.stderr
+    assert not (tmp_path / "w" / "trained.log").exists()
