@@ -137,7 +137,8 @@ case "${1:?probe|task-data|dflash|domino|bench|task-walk|ablation|head-speed|blo
     v=${2:-tf_curriculum}
     fresh_only=0; [ "$v" = "${v%_fresh}" ] || fresh_only=1
     [ "$fresh_only" = 0 ] || [ -n "${FRESH_DATA:-}" ] || { echo "domino $v needs FRESH_DATA=DIR[,DIR]" >&2; exit 2; }
-    train_drafter domino "${DOMINO_NAME:-domino_$v}" $(variant_flags "$v") ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} \
+    train_drafter domino "${DOMINO_NAME:-domino_$v}" $(variant_flags "$v") \
+      ${CURRICULUM_START:+--curriculum-start $CURRICULUM_START} \
       ${INIT_BACKBONE:+--init-backbone $INIT_BACKBONE} ${HEAD_RANK:+--rank $HEAD_RANK} \
       ${GRU_HIDDEN:+--gru-hidden $GRU_HIDDEN} ${POSITION_WEIGHTS:+--position-weights $POSITION_WEIGHTS} \
       ${HEAD_LR_SCALE:+--head-lr-scale $HEAD_LR_SCALE} ;;
